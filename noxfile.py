@@ -1,0 +1,78 @@
+"""Build, test, lint, demo and GPU sessions for the Chord monorepo. `nox -l` lists them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave")
+# CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
+TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
+
+nox.options.sessions = ["tests", "lint"]
+nox.options.reuse_existing_virtualenvs = True
+
+
+def _src_path() -> str:
+    return os.pathsep.join(str(ROOT / "packages" / p / "src") for p in PACKAGES)
+
+
+def _install_all(session: nox.Session, extras: str = "test") -> None:
+    session.install(TORCH)
+    session.install(*[f"-e{ROOT / 'packages' / p}[{extras}]" for p in PACKAGES])
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        # Kernels are compile-checked in CI; without a CUDA toolkit take nvcc from PyPI.
+        session.install("nvidia-cuda-nvcc", "nvidia-cuda-runtime")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Install every package (editable, test extras) and run each package's pytest. GPU tests
+    (marked `gpu`) skip cleanly without CUDA."""
+    _install_all(session)
+    for package in PACKAGES:
+        with session.chdir(ROOT / "packages" / package):
+            session.run("pytest", "-q", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", str(ROOT))
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """sdist and wheel of every package into dist/."""
+    session.install("build")
+    dist = ROOT / "dist"
+    for package in PACKAGES:
+        session.run("python", "-m", "build", "--outdir", str(dist), str(ROOT / "packages" / package))
+    wheels = sorted(p.name for p in dist.glob("*.whl"))
+    session.log(f"{len(wheels)} wheels: {', '.join(wheels)}")
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The main job on an embedded default: a tiny Kimi-format MoE checkpoint, converted and run."""
+    _install_all(session, extras="test")
+    session.run("python", str(ROOT / "ci" / "demo.py"), *session.posargs)
+
+
+@nox.session(venv_backend="none")
+def gpu(session: nox.Session) -> None:
+    """On a CUDA host, with its own torch: compile the kernels, run the GPU tests, print a table."""
+    session.run("python3", str(ROOT / "ci" / "gpu_check.py"), *session.posargs,
+                env={"PYTHONPATH": _src_path()})
+
+
+@nox.session(name="bench-h200", venv_backend="none")
+def bench_h200(session: nox.Session) -> None:
+    """Every benchmark scenario, Chord side by side with peers (`-- --peer humming=/path`)."""
+    session.run("python3", "-m", "chord_kernels.bench", *session.posargs,
+                env={"PYTHONPATH": _src_path()})

@@ -1,0 +1,65 @@
+"""``chord-kernels`` / ``python -m chord_kernels``: warm the JIT cache and describe the setup."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from chord_kernels import __version__
+from chord_kernels.errors import ChordError
+
+
+def _info() -> int:
+    import torch
+
+    from chord_kernels.jit import cache, nvcc
+    from chord_kernels.packed import available_layouts
+
+    print(f"chord-kernels {__version__}, torch {torch.__version__}")
+    try:
+        compiler = nvcc.find_nvcc()
+        print(f"nvcc: {compiler} ({nvcc.nvcc_version(compiler)})")
+    except ChordError as exc:
+        print(f"nvcc: not found ({exc})")
+    print(f"JIT cache: {cache.cache_dir()}")
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            cap = torch.cuda.get_device_capability(i)
+            print(f"GPU {i}: {torch.cuda.get_device_name(i)} (compute capability {cap[0]}.{cap[1]})")
+    else:
+        print("GPU: none visible (reference paths only)")
+    print(f"layouts: {', '.join(sorted(available_layouts()))}")
+    return 0
+
+
+def _precompile(archs: list[str], families: list[str] | None) -> int:
+    from chord_kernels.jit import precompile
+
+    paths = precompile(archs, families)
+    print(f"{len(paths)} cubins ready for {', '.join(archs)}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``chord-kernels`` command."""
+    from chord_kernels.jit.nvcc import DEFAULT_ARCH, SUPPORTED_ARCHS
+
+    parser = argparse.ArgumentParser(prog="chord-kernels", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="versions, nvcc, JIT cache, GPUs, layouts")
+    pre = sub.add_parser("precompile", help="compile every kernel config into the JIT cache")
+    pre.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS,
+                     help=f"target architecture (repeatable; default {DEFAULT_ARCH})")
+    pre.add_argument("--family", action="append", help="only these op families (repeatable)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "info":
+            return _info()
+        return _precompile(args.arch or [DEFAULT_ARCH], args.family)
+    except ChordError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+// Exact int4 -> bf16 dequantization primitives (the numerics contract of docs/formats.md).
+//
+// A 32-bit word holds eight 4-bit codes q (value q - 8). OR-ing a nibble into the mantissa of
+// 128.0 (0x4300, ulp 1) gives the bf16 value 128 + q exactly; subtracting 136 gives q - 8
+// exactly; one bf16 multiply by the scale rounds once. That is bit-identical to the reference
+// bf16(bf16(q - 8) * s). An fma(128 + q, s, -136 s) would save an instruction but round
+// differently, so it is deliberately not used.
+#pragma once
+
+#include <cstdint>
+
+namespace chord {
+
+// Pair of bf16 (128 + q_lo, 128 + q_hi) from the nibbles at bit 0 and bit 16 of `word`.
+__device__ __forceinline__ uint32_t nibble_pair_to_bf16x2(uint32_t word) {
+  uint32_t out;
+  // lop3 with immLut 0xEA computes (a & b) | c.
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(out) : "r"(word), "r"(0x000F000Fu), "r"(0x43004300u));
+  return out;
+}
+
+// (128 + q) - 136 = q - 8, exact in bf16.
+__device__ __forceinline__ uint32_t bf16x2_minus_136(uint32_t x) {
+  uint32_t out;
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(x), "r"(0x43084308u));
+  return out;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t out;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(out) : "r"(a), "r"(b));
+  return out;
+}
+
+// Dequantize the eight codes of one compressed-tensors word (code k at bits 4k) with one scale
+// pair (s, s) into four bf16x2 registers holding columns (0,1), (2,3), (4,5), (6,7).
+__device__ __forceinline__ void dequant_word_in_order(uint32_t word, uint32_t scale2, uint32_t out[4]) {
+  // Shifts give the pairs (k, k + 4) for k = 0..3.
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[i] = bf16x2_mul(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> (4 * i))), scale2);
+  }
+  // Re-pair into column order with byte permutes: (k0,k1) (k2,k3) from the low halves,
+  // (k4,k5) (k6,k7) from the high halves.
+  out[0] = __byte_perm(v[0], v[1], 0x5410);
+  out[1] = __byte_perm(v[2], v[3], 0x5410);
+  out[2] = __byte_perm(v[0], v[1], 0x7632);
+  out[3] = __byte_perm(v[2], v[3], 0x7632);
+}
+
+__device__ __forceinline__ uint32_t broadcast_bf16(uint16_t bits) {
+  return static_cast<uint32_t>(bits) * 0x00010001u;
+}
+
+}  // namespace chord

@@ -1,0 +1,185 @@
+"""``CudaKernel``: one CUDA C++ translation unit -> cached cubin -> launchable function."""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from chord_kernels.errors import ChordInputError
+from chord_kernels.jit import cache, nvcc
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """A scalar kernel argument with its exact C type."""
+
+    value: int | float
+    ctype: type[ctypes._SimpleCData]
+
+    def as_ctype(self) -> ctypes._SimpleCData:
+        return self.ctype(self.value)
+
+
+def i32(value: int) -> KernelArg:
+    """``int32_t`` argument."""
+    return KernelArg(int(value), ctypes.c_int32)
+
+
+def u32(value: int) -> KernelArg:
+    """``uint32_t`` argument."""
+    return KernelArg(int(value), ctypes.c_uint32)
+
+
+def i64(value: int) -> KernelArg:
+    """``int64_t`` argument."""
+    return KernelArg(int(value), ctypes.c_int64)
+
+
+def f32(value: float) -> KernelArg:
+    """``float`` argument."""
+    return KernelArg(float(value), ctypes.c_float)
+
+
+Arg = torch.Tensor | KernelArg | None
+"""A tensor (passed as its device pointer), a typed scalar, or None (a null pointer)."""
+
+
+def _dims(name: str, dims: Sequence[int]) -> tuple[int, int, int]:
+    d = tuple(int(x) for x in dims)
+    if not 1 <= len(d) <= 3 or any(x <= 0 for x in d):
+        raise ChordInputError(f"{name}: expected 1 to 3 positive sizes, got {tuple(dims)}")
+    return (*d, *(1,) * (3 - len(d)))  # type: ignore[return-value]
+
+
+@dataclass(eq=False)
+class CudaKernel:
+    """A kernel compiled on first use and cached on disk by content hash.
+
+    ``source`` is a complete translation unit that may ``#include <chord/...>``; ``entry`` names
+    an ``extern "C" __global__`` function in it. ``arch`` None means the architecture of the GPU
+    it is launched on.
+    """
+
+    name: str
+    source: str
+    entry: str
+    arch: str | None = None
+    flags: tuple[str, ...] = ()
+    _functions: dict[int, Any] = field(default_factory=dict, repr=False)
+    _smem_set: dict[int, int] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def compile(self, arch: str | None = None) -> Path:
+        """Compile (or find in the cache) the cubin for ``arch``; needs nvcc, not a GPU."""
+        target = arch or self.arch or nvcc.DEFAULT_ARCH
+        compiler = nvcc.find_nvcc()
+        flags = [*cache.BASE_FLAGS, *nvcc.arch_flags(target), *self.flags]
+        return cache.compile_cached(self.name, self.source, compiler, flags, nvcc.nvcc_version(compiler))
+
+    def _function(self, device: torch.device) -> Any:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        fn = self._functions.get(index)
+        if fn is not None:
+            return fn
+        from chord_kernels.jit import driver
+
+        with self._lock:
+            if index in self._functions:
+                return self._functions[index]
+            arch = self.arch or nvcc.arch_of_capability(*torch.cuda.get_device_capability(index))
+            cubin = self.compile(arch)
+            try:
+                fn = driver.load_function(cubin.read_bytes(), self.entry, torch.device("cuda", index))
+            except driver.CudaDriverError:
+                # A cubin that passed the checksum but that the driver refuses: rebuild once.
+                cache.discard(cubin)
+                fn = driver.load_function(self.compile(arch).read_bytes(), self.entry, torch.device("cuda", index))
+            self._functions[index] = fn
+            return fn
+
+    def prepare(self, device: torch.device | str | int | None = None) -> None:
+        """Compile and load ahead of time (call before CUDA-graph capture)."""
+        self._function(_as_device(device))
+
+    def launch(
+        self,
+        grid: Sequence[int],
+        block: Sequence[int],
+        args: Iterable[Arg],
+        smem: int = 0,
+        stream: torch.cuda.Stream | None = None,
+        device: torch.device | None = None,
+    ) -> None:
+        """Launch on ``stream`` (default: torch's current stream of the tensors' device)."""
+        from chord_kernels.jit import driver
+
+        args = list(args)
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        dev = device or (tensors[0].device if tensors else _as_device(None))
+        if dev.type != "cuda":
+            raise ChordInputError(f"kernel {self.name}: expected CUDA tensors, got tensors on {dev}")
+        if dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        params: list[ctypes._SimpleCData] = []
+        for position, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor):
+                driver.require_cuda_device(arg, dev, f"kernel {self.name} argument {position}")
+                params.append(ctypes.c_void_p(arg.data_ptr()))
+            elif isinstance(arg, KernelArg):
+                params.append(arg.as_ctype())
+            elif arg is None:
+                params.append(ctypes.c_void_p(0))
+            else:
+                raise ChordInputError(
+                    f"kernel {self.name} argument {position}: expected a tensor, None or a typed "
+                    f"scalar (chord_kernels.jit.i32/u32/i64/f32), got {type(arg).__name__}"
+                )
+        fn = self._function(dev)
+        if smem > 48 * 1024 and self._smem_set.get(dev.index, 0) < smem:
+            limit = driver.max_dynamic_smem(dev.index)
+            if smem > limit:
+                raise ChordInputError(f"kernel {self.name}: {smem} bytes of shared memory requested, the GPU allows {limit}")
+            driver.set_dynamic_smem(fn, smem)
+            self._smem_set[dev.index] = smem
+        driver.launch(fn, _dims("grid", grid), _dims("block", block), params, smem,
+                      stream or torch.cuda.current_stream(dev))
+
+
+def _as_device(device: torch.device | str | int | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    dev = torch.device(device) if not isinstance(device, int) else torch.device("cuda", device)
+    if dev.type != "cuda":
+        raise ChordInputError(f"device: expected a CUDA device, got {dev}")
+    return dev
+
+
+_PRECOMPILE: dict[str, Callable[[], Iterable[CudaKernel]]] = {}
+
+
+def register_precompile(name: str, configs: Callable[[], Iterable[CudaKernel]]) -> None:
+    """Declare the kernels an op family instantiates, so ``precompile`` can warm the cache."""
+    _PRECOMPILE[name] = configs
+
+
+def precompile(archs: Sequence[str] = (nvcc.DEFAULT_ARCH,), families: Sequence[str] | None = None) -> list[Path]:
+    """Compile every registered kernel config for ``archs``; returns the cubin paths."""
+    from chord_kernels import ops  # noqa: F401  (importing registers the op families)
+
+    unknown = set(families or ()) - set(_PRECOMPILE)
+    if unknown:
+        raise ChordInputError(f"families: unknown {sorted(unknown)}; registered: {sorted(_PRECOMPILE)}")
+    paths = []
+    for family, configs in sorted(_PRECOMPILE.items()):
+        if families and family not in families:
+            continue
+        for kernel in configs():
+            for arch in archs:
+                paths.append(kernel.compile(arch))
+    return paths

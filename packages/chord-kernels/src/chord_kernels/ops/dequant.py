@@ -1,0 +1,55 @@
+"""GPU dequantization of compressed-tensors int4 weights, bit-exact with the reference."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from chord_kernels.checks import require_tensor
+from chord_kernels.formats import GROUP_SIZE, check_quantized
+from chord_kernels.jit import CudaKernel, i64, register_precompile
+
+_THREADS = 256
+
+_SOURCE = r"""
+#include "chord/impls/dequant_int4.cuh"
+
+extern "C" __global__ void __launch_bounds__(256) chord_dequant_int4(
+    const uint4* __restrict__ packed, const uint16_t* __restrict__ scales, uint4* __restrict__ out,
+    int64_t num_groups) {
+  chord::dequant_int4_groups(packed, scales, out, num_groups);
+}
+"""
+
+
+@functools.cache
+def _kernel() -> CudaKernel:
+    return CudaKernel(name="dequant_int4", source=_SOURCE, entry="chord_dequant_int4")
+
+
+register_precompile("dequant", lambda: [_kernel()])
+
+
+def dequantize_gpu(
+    packed: torch.Tensor, scales: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
+    """bf16 ``[..., N, K]`` from int32 ``[..., N, K/8]`` + bf16 ``[..., N, K/32]`` on a CUDA device.
+
+    Bit-identical to :func:`chord_kernels.formats.dequantize`. Inputs must be contiguous.
+    """
+    _, k = check_quantized(packed, scales)
+    require_tensor("packed", packed, device="cuda", contiguous=True)
+    require_tensor("scales", scales, contiguous=True)
+    shape = (*packed.shape[:-1], k)
+    if out is None:
+        out = torch.empty(shape, dtype=torch.bfloat16, device=packed.device)
+    else:
+        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=packed.device, contiguous=True)
+    num_groups = packed.numel() * 8 // GROUP_SIZE
+    if num_groups == 0:
+        return out
+    sms = torch.cuda.get_device_properties(packed.device).multi_processor_count
+    blocks = min((num_groups + _THREADS - 1) // _THREADS, sms * 8)
+    _kernel().launch((blocks,), (_THREADS,), (packed, scales, out, i64(num_groups)))
+    return out

@@ -1,0 +1,224 @@
+"""Routing tensors for both kernel families, built with pure PyTorch.
+
+``align_block_size`` follows vLLM's ``moe_align_block_size`` contract exactly and never
+synchronizes the host (shapes depend only on input shapes), so it is CUDA-graph capturable.
+The grouped builders (DeepGEMM-style contiguous and masked layouts) size their outputs from the
+routed counts unless told a bound, which costs one host synchronization; they serve prefill.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from chord_kernels.checks import require_tensor
+from chord_kernels.errors import ChordInputError
+
+CONTIGUOUS_ALIGNMENT = 128
+"""Rows per expert in the grouped contiguous layout are padded to this multiple."""
+
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+@dataclass(frozen=True)
+class AlignedRouting:
+    """vLLM routing: token slots sorted by expert and padded to ``block_m``.
+
+    ``sorted_token_ids`` int32 ``[capacity]``: flat slot index ``token * top_k + j``, or the
+    sentinel ``M * top_k`` for padding. ``expert_ids`` int32 ``[capacity / block_m]``: the local
+    expert of each block, -1 for a non-local expert or a block past the end.
+    ``num_tokens_post_padded`` int32 ``[1]`` on the device: how many entries are in use.
+    """
+
+    sorted_token_ids: torch.Tensor
+    expert_ids: torch.Tensor
+    num_tokens_post_padded: torch.Tensor
+    block_m: int
+    num_slots: int
+    """``M * top_k``: also the sentinel value."""
+    top_k: int
+
+
+def _check_topk_ids(topk_ids: torch.Tensor) -> None:
+    require_tensor("topk_ids", topk_ids, dtype=_INDEX_DTYPES, ndim=2)
+
+
+def _check_expert_map(expert_map: torch.Tensor | None, num_experts: int, device: torch.device) -> None:
+    if expert_map is None:
+        return
+    require_tensor("expert_map", expert_map, dtype=_INDEX_DTYPES, shape=(num_experts,), device=device)
+
+
+def _expert_counts(flat: torch.Tensor, num_experts: int) -> torch.Tensor:
+    # index_add_ (unlike bincount) does not read the maximum back to the host.
+    counts = torch.zeros(num_experts, dtype=torch.int64, device=flat.device)
+    return counts.index_add_(0, flat, torch.ones_like(flat))
+
+
+def align_block_size(
+    topk_ids: torch.Tensor,
+    block_m: int,
+    num_experts: int,
+    expert_map: torch.Tensor | None = None,
+) -> AlignedRouting:
+    """Sort the ``[M, top_k]`` expert choices by expert and pad each expert to ``block_m`` rows.
+
+    ``num_experts`` counts global experts (the range of ``topk_ids``); ``expert_map`` maps a
+    global id to its local id or -1, as in vLLM expert parallelism. Within an expert, slots keep
+    ascending flat order. Capacity is ``numel + num_experts * (block_m - 1)``.
+    """
+    _check_topk_ids(topk_ids)
+    if block_m <= 0:
+        raise ChordInputError(f"block_m: expected a positive integer, got {block_m}")
+    if num_experts <= 0:
+        raise ChordInputError(f"num_experts: expected a positive integer, got {num_experts}")
+    _check_expert_map(expert_map, num_experts, topk_ids.device)
+    device = topk_ids.device
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    numel = flat.numel()
+    capacity = numel + num_experts * (block_m - 1)
+    num_blocks = math.ceil(capacity / block_m)
+
+    counts = _expert_counts(flat, num_experts)
+    padded = (counts + block_m - 1) // block_m * block_m
+    padded_end = torch.cumsum(padded, 0)
+    padded_start = padded_end - padded
+    count_start = torch.cumsum(counts, 0) - counts
+
+    order = torch.argsort(flat, stable=True)
+    sorted_experts = flat[order]
+    rank = torch.arange(numel, device=device) - count_start[sorted_experts]
+    dest = padded_start[sorted_experts] + rank
+
+    sorted_token_ids = torch.full((num_blocks * block_m,), numel, dtype=torch.int32, device=device)
+    sorted_token_ids[dest] = order.to(torch.int32)
+    sorted_token_ids = sorted_token_ids[:capacity]
+
+    block_start = torch.arange(num_blocks, device=device, dtype=torch.int64) * block_m
+    block_expert = torch.searchsorted(padded_end, block_start, right=True)
+    in_use = block_expert < num_experts
+    block_expert = block_expert.clamp_max(num_experts - 1)
+    if expert_map is not None:
+        block_expert = expert_map.to(torch.int64)[block_expert]
+    expert_ids = torch.where(in_use, block_expert, -1).to(torch.int32)
+
+    total = padded_end[-1:].to(torch.int32)
+    return AlignedRouting(sorted_token_ids, expert_ids, total, block_m, numel, topk_ids.shape[1])
+
+
+def _local_ids(topk_ids: torch.Tensor, num_experts: int, expert_map: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+    """Flat local expert id of every slot (-1 where non-local) and the number of local experts."""
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    if expert_map is None:
+        return flat, num_experts
+    local = expert_map.to(torch.int64)
+    num_local = int((local >= 0).sum().item()) if local.numel() else 0
+    return local[flat], num_local
+
+
+@dataclass(frozen=True)
+class ContiguousRouting:
+    """Grouped contiguous layout: each local expert's rows padded to ``alignment`` rows.
+
+    ``m_indices`` int32 ``[rows]``: the expert of each row, -1 for padding. ``row_slots`` int64
+    ``[rows]``: the flat slot (``token * top_k + j``) a row holds, -1 for padding.
+    """
+
+    m_indices: torch.Tensor
+    row_slots: torch.Tensor
+    num_groups: int
+    alignment: int
+    top_k: int
+
+    def gather(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Activations in the contiguous layout; padding rows are zero."""
+        rows = self.row_slots.clamp_min(0) // self.top_k
+        return torch.where((self.row_slots >= 0).unsqueeze(1), hidden[rows], 0).to(hidden.dtype)
+
+
+def contiguous_layout(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    alignment: int = CONTIGUOUS_ALIGNMENT,
+    expert_map: torch.Tensor | None = None,
+) -> ContiguousRouting:
+    """Rows for the grouped contiguous GEMM (one host sync: the padded row count)."""
+    _check_topk_ids(topk_ids)
+    _check_expert_map(expert_map, num_experts, topk_ids.device)
+    if alignment <= 0:
+        raise ChordInputError(f"alignment: expected a positive integer, got {alignment}")
+    local, groups = _local_ids(topk_ids, num_experts, expert_map)
+    keep = torch.nonzero(local >= 0).squeeze(1)
+    experts = local[keep]
+    counts = _expert_counts(experts, groups) if groups else torch.zeros(0, dtype=torch.int64, device=local.device)
+    padded = (counts + alignment - 1) // alignment * alignment
+    padded_start = torch.cumsum(padded, 0) - padded
+    count_start = torch.cumsum(counts, 0) - counts
+    total = int(padded.sum().item())
+    order = torch.argsort(experts, stable=True)
+    sorted_experts = experts[order]
+    dest = padded_start[sorted_experts] + torch.arange(order.numel(), device=local.device) - count_start[sorted_experts]
+    row_slots = torch.full((total,), -1, dtype=torch.int64, device=local.device)
+    row_slots[dest] = keep[order]
+    block = torch.repeat_interleave(torch.arange(groups, device=local.device), padded // alignment) if groups else padded
+    m_indices = block.repeat_interleave(alignment).to(torch.int32)
+    m_indices = torch.where(row_slots >= 0, m_indices, -1).to(torch.int32)
+    return ContiguousRouting(m_indices, row_slots, groups, alignment, topk_ids.shape[1])
+
+
+@dataclass(frozen=True)
+class MaskedRouting:
+    """Grouped masked layout: ``max_m`` rows per expert, of which the first ``masked_m[g]`` are real.
+
+    ``row_slots`` int64 ``[G, max_m]``: the flat slot each row holds, -1 past ``masked_m``.
+    ``expected_m`` is the mean rows per expert (a host-side hint that sizes tiles).
+    """
+
+    masked_m: torch.Tensor
+    row_slots: torch.Tensor
+    expected_m: int
+    top_k: int
+
+    @property
+    def max_m(self) -> int:
+        return self.row_slots.shape[1]
+
+    def gather(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Activations ``[G, max_m, K]``; rows past ``masked_m`` are zero."""
+        rows = self.row_slots.clamp_min(0) // self.top_k
+        return torch.where((self.row_slots >= 0).unsqueeze(-1), hidden[rows], 0).to(hidden.dtype)
+
+
+def masked_layout(
+    topk_ids: torch.Tensor,
+    num_experts: int,
+    max_m: int | None = None,
+    expert_map: torch.Tensor | None = None,
+) -> MaskedRouting:
+    """Rows for the grouped masked GEMM (one host sync: the largest per-expert count).
+
+    ``max_m`` defaults to that largest count; a smaller ``max_m`` is an error, never a silent drop.
+    """
+    _check_topk_ids(topk_ids)
+    _check_expert_map(expert_map, num_experts, topk_ids.device)
+    local, groups = _local_ids(topk_ids, num_experts, expert_map)
+    device = local.device
+    keep = torch.nonzero(local >= 0).squeeze(1)
+    experts = local[keep]
+    counts = _expert_counts(experts, groups)
+    most = int(counts.max().item()) if experts.numel() else 0
+    if max_m is None:
+        max_m = max(1, most)
+    elif max_m <= 0 or most > max_m:
+        raise ChordInputError(
+            f"max_m: expected a positive integer >= the largest rows per expert ({most}), got {max_m}"
+        )
+    order = torch.argsort(experts, stable=True)
+    sorted_experts = experts[order]
+    rank = torch.arange(order.numel(), device=device) - (torch.cumsum(counts, 0) - counts)[sorted_experts]
+    row_slots = torch.full((groups * max_m,), -1, dtype=torch.int64, device=device)
+    row_slots[sorted_experts * max_m + rank] = keep[order]
+    expected_m = max(1, round(topk_ids.numel() / num_experts))
+    return MaskedRouting(counts.to(torch.int32), row_slots.reshape(groups, max_m), expected_m, topk_ids.shape[1])

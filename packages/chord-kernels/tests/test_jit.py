@@ -1,0 +1,144 @@
+"""JIT runtime: nvcc discovery, the content-hash cache, failure reporting, GPU launch."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from chord_kernels import (
+    ChordCompileError,
+    ChordInputError,
+    ChordUnsupportedError,
+    NvccNotFoundError,
+)
+from chord_kernels.__main__ import main as cli_main
+from chord_kernels.jit import CudaKernel, i32, nvcc
+from chord_kernels.jit.nvcc import arch_flags, arch_of_capability
+
+try:
+    nvcc.find_nvcc()
+    HAVE_NVCC = True
+except NvccNotFoundError:
+    HAVE_NVCC = False
+needs_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
+
+ADD_ONE = r"""
+extern "C" __global__ void add_one(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHORD_CACHE_DIR", str(tmp_path / "jit"))
+
+
+@needs_nvcc
+def test_compile_is_cached_and_reused(monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    first = kernel.compile("sm_90a")
+    assert first.read_bytes()[:4] == b"\x7fELF"
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("nvcc must not run for a cached kernel")
+
+    monkeypatch.setattr(subprocess, "run", refuse)
+    assert kernel.compile("sm_90a") == first
+    # A different source is a different entry.
+    monkeypatch.undo()
+    monkeypatch.setenv("CHORD_CACHE_DIR", str(first.parent))
+    other = CudaKernel(name="add_one", source=ADD_ONE + "\n// v2\n", entry="add_one").compile("sm_90a")
+    assert other != first
+
+
+@needs_nvcc
+def test_corrupt_cache_entry_is_rebuilt() -> None:
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    path = kernel.compile("sm_90a")
+    good = path.read_bytes()
+    for corrupt in (good[: len(good) // 2], b"garbage", b""):
+        path.write_bytes(corrupt)
+        rebuilt = kernel.compile("sm_90a")
+        assert rebuilt == path
+        data = path.read_bytes()
+        assert data[:4] == b"\x7fELF" and len(data) == len(good)
+
+
+@needs_nvcc
+def test_compile_error_surfaces_the_nvcc_log() -> None:
+    broken = CudaKernel(name="broken", source="extern \"C\" __global__ void k() { this is not c++; }", entry="k")
+    with pytest.raises(ChordCompileError, match=r"nvcc failed to compile kernel 'broken'[\s\S]*error"):
+        broken.compile("sm_90a")
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_103a"])
+def test_dequant_kernel_compiles_for_every_arch(arch: str) -> None:
+    from chord_kernels.ops.dequant import _kernel
+
+    assert _kernel().compile(arch).stat().st_size > 0
+
+
+@needs_nvcc
+def test_precompile_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["precompile", "--arch", "sm_90a", "--family", "dequant"]) == 0
+    assert "cubins ready for sm_90a" in capsys.readouterr().out
+    assert cli_main(["precompile", "--family", "no-such-family"]) == 2
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("CHORD_NVCC", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(nvcc, "_wheel_candidates", lambda: [])
+    monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [tmp_path / "nvcc"])
+    with pytest.raises(NvccNotFoundError, match="pip install nvidia-cuda-nvcc"):
+        CudaKernel(name="add_one", source=ADD_ONE, entry="add_one").compile("sm_90a")
+
+
+def test_chord_nvcc_variable_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "my-nvcc"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CHORD_NVCC", str(fake))
+    assert nvcc.find_nvcc() == fake
+
+
+def test_arch_validation() -> None:
+    assert arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(ChordUnsupportedError, match="sm_90a"):
+        arch_flags("sm_80")
+    assert arch_of_capability(10, 3) == "sm_103a"
+    with pytest.raises(ChordUnsupportedError, match="compute capability 8.0"):
+        arch_of_capability(8, 0)
+
+
+def test_launch_rejects_untyped_scalars_and_cpu_tensors() -> None:
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    with pytest.raises(ChordInputError, match="expected CUDA tensors"):
+        kernel.launch((1,), (32,), (torch.zeros(4), i32(4)))
+    if torch.cuda.is_available():
+        with pytest.raises(ChordInputError, match="typed scalar"):
+            kernel.launch((1,), (32,), (torch.zeros(4, device="cuda"), 4))
+
+
+@pytest.mark.gpu
+def test_launch_on_gpu_and_under_graph_capture() -> None:
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    x = torch.zeros(1000, device="cuda")
+    kernel.launch(((1000 + 255) // 256,), (256,), (x, i32(1000)))
+    torch.cuda.synchronize()
+    assert bool((x == 1).all())
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        kernel.launch((4,), (256,), (x, i32(1000)))
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert bool((x == 3).all())

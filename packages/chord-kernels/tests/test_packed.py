@@ -1,0 +1,50 @@
+"""Packed-weight objects: metadata, round trips, and refusing the wrong kernel."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chord_kernels import ChordLayoutError, ChordUnsupportedError, PackedWeight, pack, unpack
+from chord_kernels.formats import random_quantized
+from chord_kernels.packed import get_layout
+
+
+def test_reference_layout_round_trip_and_state_dict() -> None:
+    packed, scales = random_quantized(3, 16, 64, generator=torch.Generator().manual_seed(0))
+    pw = pack("reference", packed, scales, "any")
+    assert (pw.num_experts, pw.n, pw.k, pw.group_size) == (3, 16, 64, 32)
+    back = unpack(pw)
+    assert torch.equal(back[0], packed) and torch.equal(back[1], scales)
+    meta = pw.metadata()
+    assert all(isinstance(v, str) for v in meta.values()) and meta["chord.layout"] == "reference"
+    again = PackedWeight.from_state_dict(meta, pw.state_dict("w13."), prefix="w13.")
+    assert again.describe() == pw.describe()
+    assert torch.equal(again.tensors["weight_packed"], packed)
+
+
+def test_single_expert_is_stacked() -> None:
+    packed, scales = random_quantized(16, 64)
+    assert pack("reference", packed, scales, "any").num_experts == 1
+
+
+def test_require_refuses_a_mismatch_loudly() -> None:
+    pw = pack("reference", *random_quantized(1, 8, 32), "any")
+    pw.require(family="reference")
+    with pytest.raises(ChordLayoutError, match=r"needs a weight packed with mode in \['masked'\]"):
+        pw.require(family="reference", mode="masked", what="the masked decode kernel")
+
+
+def test_unknown_layout_and_profile() -> None:
+    with pytest.raises(ChordUnsupportedError, match="not yet supported by chord-kernels 0.1"):
+        get_layout("masked-v9")
+    with pytest.raises(ChordUnsupportedError, match="no profile 'h999'"):
+        pack("reference", *random_quantized(1, 8, 32), "h999")
+
+
+def test_metadata_missing_field_is_named() -> None:
+    pw = pack("reference", *random_quantized(1, 8, 32), "any")
+    meta = pw.metadata()
+    del meta["chord.profile"]
+    with pytest.raises(ValueError, match=r"lacks chord\.profile"):
+        PackedWeight.from_state_dict(meta, pw.state_dict())
