@@ -74,5 +74,5 @@ def gpu(session: nox.Session) -> None:
 @nox.session(name="bench-h200", venv_backend="none")
 def bench_h200(session: nox.Session) -> None:
     """Every benchmark scenario, Chord side by side with peers (`-- --peer humming=/path`)."""
-    session.run("python3", "-m", "chord_kernels.bench", *session.posargs,
-                env={"PYTHONPATH": _src_path()})
+    session.run("python3", "-m", "chord_kernels.bench", "--out", str(ROOT / "bench-results" / "h200"),
+                *session.posargs, env={"PYTHONPATH": _src_path()})

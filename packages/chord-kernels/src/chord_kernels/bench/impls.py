@@ -1,0 +1,251 @@
+"""The implementation interface of the harness and the built-in implementations.
+
+An :class:`Implementation` turns a :class:`~chord_kernels.bench.problems.GemmProblem` into one or
+more :class:`Candidate` s: everything expensive (packing, routing, dequantizing, compiling)
+happens in :meth:`Implementation.candidates`; ``Candidate.run`` is then the only thing timed and
+must be CUDA-graph capturable (no host sync, no compile) unless ``graphable=False``.
+``Candidate.result`` returns the output in the problem's own layout, outside the timed region.
+Several candidates (a peer's configurations) are each checked against the reference; the harness
+times the correct ones and keeps the fastest.
+
+New kernels plug in by subclassing :class:`Implementation` and adding an instance to
+:func:`builtin_implementations` (or passing it to :func:`chord_kernels.bench.runner.run`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from chord_kernels import reference
+from chord_kernels.bench.problems import GemmProblem, WeightSet
+
+
+@dataclass
+class Candidate:
+    """One runnable configuration of an implementation for one problem."""
+
+    config: str
+    """Human-readable configuration (``"block_m=16"``, a peer's tile shape...)."""
+    run: Callable[[], object]
+    """The timed call. Capturable in a CUDA graph when ``graphable``."""
+    result: Callable[[], torch.Tensor]
+    """Output of the last ``run`` in the problem's layout ``[output_rows, N]`` (untimed)."""
+    graphable: bool = True
+    error: str | None = None
+    """Set when the configuration could not even be built (it is listed as excluded)."""
+
+
+class Implementation(ABC):
+    """A way to compute the benchmark GEMMs."""
+
+    name: str = ""
+    role: str = "chord"
+    """``"reference"``, ``"ceiling"``, ``"chord"`` or ``"peer"`` (peers get a ratio column)."""
+    version: str = ""
+
+    def unavailable(self) -> str | None:
+        """Why this implementation cannot run at all here (None when it can)."""
+        return None
+
+    def unsupported(self, problem: GemmProblem) -> str | None:
+        """Why this implementation does not handle ``problem`` (None when it does)."""
+        return None
+
+    @abstractmethod
+    def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
+        """Prepare once and yield the configurations to check and time."""
+
+    def release(self) -> None:
+        """Drop cached per-weight state (called when the harness moves to other weights)."""
+        return None
+
+    def describe(self) -> dict[str, str]:
+        return {"name": self.name, "role": self.role, "version": self.version}
+
+
+class ReferenceImpl(Implementation):
+    """The pure-PyTorch reference (:mod:`chord_kernels.reference`) on the compressed weights.
+
+    It dequantizes every expert and syncs the host on every call, so it is timed eagerly with CUDA
+    events, not in a graph. It is the truth every other implementation is checked against.
+    """
+
+    name = "reference"
+    role = "reference"
+
+    def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
+        w = (problem.weight.packed, problem.weight.scales)
+        out: list[torch.Tensor] = []
+        if problem.layout is None:
+            r = problem.aligned(16)
+
+            def run() -> None:
+                out[:] = [reference.indexed_gemm(
+                    problem.a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                    block_m=16, top_k=problem.addr_top_k, topk_weights=problem.topk_weights,
+                )]
+        elif problem.family == "contiguous":
+            def run() -> None:
+                out[:] = [reference.grouped_contiguous(problem.a, w, problem.layout.m_indices)]
+        else:
+            def run() -> None:
+                out[:] = [reference.grouped_masked(problem.a, w, problem.layout.masked_m)]
+        yield Candidate("eager, dequantize per call", run, lambda: out[0], graphable=False)
+
+
+class Bf16CeilingImpl(Implementation):
+    """bf16-weights ceiling: weights dequantized once, one grouped GEMM over expert-sorted rows.
+
+    Uses ``torch._grouped_mm`` where available, else one ``torch.mm`` per expert. Rows are
+    gathered into expert order (and the down rows pre-multiplied by their top-k weight) during
+    preparation, so only the GEMM is timed. It reads 4x the weight bytes of int4, so it is a
+    ceiling for compute-bound shapes and a reference point, not a target, for decode.
+    """
+
+    name = "bf16-ceiling"
+    role = "ceiling"
+
+    def __init__(self, use_grouped_mm: bool | None = None) -> None:
+        self.use_grouped_mm = hasattr(torch, "_grouped_mm") if use_grouped_mm is None else use_grouped_mm
+        self.version = "torch._grouped_mm" if self.use_grouped_mm else "per-expert torch.mm"
+        self._weights: dict[tuple, torch.Tensor] = {}
+
+    def release(self) -> None:
+        self._weights.clear()
+
+    def _weight_t(self, weight: WeightSet) -> torch.Tensor:
+        # [E, K, N] view of the contiguous [E, N, K] tensor: the column-major B grouped_mm wants.
+        if weight.key not in self._weights:
+            self._weights[weight.key] = weight.dequantized().transpose(1, 2)
+        return self._weights[weight.key]
+
+    def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
+        rows = problem.sorted_rows()
+        a = problem.a_flat()[rows.a_rows]
+        if rows.row_scale is not None:
+            a = (a.float() * rows.row_scale.unsqueeze(1)).to(torch.bfloat16)
+        w_t = self._weight_t(problem.weight)
+        n = problem.shape.n
+        out_rows = problem.output_rows()
+        counts = rows.counts
+        holder: list[torch.Tensor] = []
+        if self.use_grouped_mm:
+            offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(torch.int32).to(a.device)
+
+            def run() -> None:
+                holder[:] = [torch._grouped_mm(a, w_t, offs=offs)]
+            config = "torch._grouped_mm"
+        else:
+            sorted_out = torch.empty(a.shape[0], n, dtype=torch.bfloat16, device=a.device)
+            spans = []
+            start = 0
+            for e, c in enumerate(counts):
+                if c:
+                    spans.append((e, start, start + c))
+                start += c
+
+            def run() -> None:
+                for e, s, t in spans:
+                    torch.mm(a[s:t], w_t[e], out=sorted_out[s:t])
+                holder[:] = [sorted_out]
+            config = "per-expert torch.mm"
+
+        def result() -> torch.Tensor:
+            full = torch.zeros(out_rows, n, dtype=torch.bfloat16, device=a.device)
+            full[rows.out_rows] = holder[0]
+            return full
+
+        yield Candidate(config, run, result)
+
+
+_PROFILES = {"h200_ep8", "h200_tp8"}
+
+
+class ChordIndexedImpl(Implementation):
+    """Chord's indexed kernels (``chord_kernels.indexed``) with the routing vLLM would build.
+
+    Packs with ``chord_kernels.pack("indexed", ..., profile=...)`` (EP scenarios use
+    ``h200_ep8``, TP scenarios ``h200_tp8``), picks ``block_m`` with
+    ``chord_kernels.indexed.choose_block_m`` and times ``chord_kernels.indexed.gemm``.
+    """
+
+    name = "chord-indexed"
+    role = "chord"
+
+    def __init__(self) -> None:
+        self._module = None
+        self._error: str | None = None
+        try:
+            self._module = importlib.import_module("chord_kernels.indexed")
+            for attr in ("gemm", "choose_block_m"):
+                if not hasattr(self._module, attr):
+                    raise AttributeError(f"chord_kernels.indexed has no {attr}()")
+        except Exception as exc:  # any import failure means "not available yet", with the reason
+            self._module = None
+            self._error = f"chord_kernels.indexed is not available: {type(exc).__name__}: {exc}"
+        import chord_kernels
+
+        self.version = chord_kernels.__version__
+        self._packed: dict[tuple, object] = {}
+
+    def unavailable(self) -> str | None:
+        return self._error
+
+    def unsupported(self, problem: GemmProblem) -> str | None:
+        if problem.family != "indexed":
+            return "indexed kernels only (grouped scenarios need chord's grouped kernels)"
+        if problem.scenario.profile not in _PROFILES:
+            return f"no indexed profile for {problem.scenario.profile}"
+        return None
+
+    def release(self) -> None:
+        self._packed.clear()
+
+    def _pack(self, problem: GemmProblem):
+        import chord_kernels
+
+        key = (*problem.weight.key, problem.scenario.profile)
+        if key not in self._packed:
+            self._packed[key] = chord_kernels.pack(
+                "indexed", problem.weight.packed, problem.weight.scales, profile=problem.scenario.profile
+            )
+        return self._packed[key]
+
+    def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
+        mod = self._module
+        weight = self._pack(problem)
+        block_m = int(mod.choose_block_m(weight, problem.num_slots))
+        if hasattr(mod, "prepare"):  # compile and load before any graph capture
+            mod.prepare(weight, block_m, problem.a.device)
+        r = problem.aligned(block_m)
+        out = torch.empty(problem.num_slots, problem.shape.n, dtype=torch.bfloat16, device=problem.a.device)
+        topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
+
+        def run() -> None:
+            mod.gemm(
+                problem.a, weight, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                block_m=block_m, top_k=problem.addr_top_k, topk_weights=topk_weights, out=out,
+            )
+
+        yield Candidate(f"block_m={block_m} profile={problem.scenario.profile}", run, lambda: out)
+
+
+def builtin_implementations(names: list[str] | None = None) -> list[Implementation]:
+    """The built-in implementations, optionally filtered by name."""
+    factories: dict[str, Callable[[], Implementation]] = {
+        "reference": ReferenceImpl,
+        "bf16-ceiling": Bf16CeilingImpl,
+        "chord-indexed": ChordIndexedImpl,
+    }
+    wanted = list(factories) if names is None else names
+    unknown = [n for n in wanted if n not in factories]
+    if unknown:
+        from chord_kernels.errors import ChordInputError
+
+        raise ChordInputError(f"unknown implementation(s) {unknown}; built-in: {sorted(factories)}")
+    return [factories[n]() for n in wanted]

@@ -1,0 +1,234 @@
+"""Materialize a scenario on a device: weights, activations, routing and the reference output.
+
+A :class:`GemmProblem` is one GEMM (gate_up or down) of one scenario under one routing draw.
+Weights are drawn directly on the target device (``random_quantized`` with a device generator) and
+shared by every scenario of a series; activations are fresh per problem. The expected output comes
+from :mod:`chord_kernels.reference` (the numerics contract) and is computed once per problem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from chord_kernels import reference
+from chord_kernels.bench.scenarios import GemmCost, GemmShape, RoutingDraw, Scenario, gemm_costs
+from chord_kernels.formats import random_quantized
+from chord_kernels.routing import (
+    ContiguousRouting,
+    MaskedRouting,
+    align_block_size,
+    contiguous_layout,
+    masked_layout,
+)
+
+REFERENCE_BLOCK_M = 16
+"""block_m of the routing handed to the reference (any value gives the same result)."""
+
+
+@dataclass
+class WeightSet:
+    """Random int4 weights of one projection for all local experts, in compressed-tensors form."""
+
+    num_experts: int
+    n: int
+    k: int
+    seed: int
+    packed: torch.Tensor
+    scales: torch.Tensor
+    _bf16: torch.Tensor | None = field(default=None, repr=False)
+
+    @classmethod
+    def random(cls, num_experts: int, n: int, k: int, *, seed: int, device: torch.device) -> WeightSet:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        packed, scales = random_quantized(num_experts, n, k, generator=gen, device=device)
+        return cls(num_experts, n, k, seed, packed, scales)
+
+    @property
+    def key(self) -> tuple[int, int, int, int, str]:
+        return (self.num_experts, self.n, self.k, self.seed, str(self.packed.device))
+
+    def dequantized(self) -> torch.Tensor:
+        """bf16 ``[E, N, K]`` (exact reference dequant), computed once."""
+        if self._bf16 is None:
+            self._bf16 = reference.dequantize_weight((self.packed, self.scales))
+        return self._bf16
+
+
+@dataclass
+class SortedRows:
+    """The routed rows of a problem grouped by expert (what a grouped GEMM consumes).
+
+    Row ``i`` of expert-sorted order reads ``a_flat[a_rows[i]]``, is multiplied by
+    ``row_scale[i]`` (if any) and lands in output row ``out_rows[i]``; ``counts[e]`` rows per expert.
+    """
+
+    a_rows: torch.Tensor
+    out_rows: torch.Tensor
+    counts: list[int]
+    row_scale: torch.Tensor | None
+
+
+@dataclass
+class GemmProblem:
+    """One GEMM of one scenario, ready to run.
+
+    Indexed: ``a`` is ``[rows, K]`` and output row ``t`` (a slot) reads ``a[t // addr_top_k]``
+    (gate_up: ``addr_top_k = scenario.top_k``; down: 1, ``a`` holds one row per slot and
+    ``topk_weights`` scale the accumulator). Contiguous: ``a`` is ``[padded rows, K]`` with
+    ``layout.m_indices``. Masked: ``a`` is ``[G, max_m, K]`` with ``layout.masked_m``.
+    """
+
+    scenario: Scenario
+    draw: RoutingDraw
+    shape: GemmShape
+    weight: WeightSet
+    a: torch.Tensor
+    topk_ids: torch.Tensor
+    topk_weights: torch.Tensor | None
+    layout: ContiguousRouting | MaskedRouting | None
+    cost: GemmCost
+    _reference: torch.Tensor | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.shape.name
+
+    @property
+    def family(self) -> str:
+        return self.scenario.family
+
+    @property
+    def is_down(self) -> bool:
+        return self.shape.name == "down"
+
+    @property
+    def routing_top_k(self) -> int:
+        """top_k of the routing draw (8 for TP, 1 for pre-dispatched EP rows)."""
+        return self.topk_ids.shape[1]
+
+    @property
+    def addr_top_k(self) -> int:
+        """Slot ``t`` reads activation row ``t // addr_top_k``."""
+        return 1 if self.is_down else self.routing_top_k
+
+    @property
+    def num_slots(self) -> int:
+        return self.topk_ids.numel()
+
+    @property
+    def num_experts(self) -> int:
+        return self.weight.num_experts
+
+    def aligned(self, block_m: int):
+        """vLLM routing tensors for this problem at ``block_m``."""
+        return align_block_size(self.topk_ids, block_m, self.num_experts)
+
+    def output_rows(self) -> int:
+        """Rows of the output in this problem's own layout."""
+        if self.layout is None:
+            return self.num_slots
+        if isinstance(self.layout, ContiguousRouting):
+            return self.layout.m_indices.numel()
+        return self.layout.row_slots.numel()
+
+    def valid_rows(self) -> torch.Tensor:
+        """bool ``[output_rows]``: rows an implementation must get right (others are undefined)."""
+        if self.layout is None:
+            return torch.ones(self.num_slots, dtype=torch.bool, device=self.a.device)
+        if isinstance(self.layout, ContiguousRouting):
+            return self.layout.m_indices >= 0
+        return (self.layout.row_slots >= 0).reshape(-1)
+
+    def sorted_rows(self) -> SortedRows:
+        """Routed rows grouped by expert; real rows only (no padding)."""
+        if self.layout is None:
+            experts = self.topk_ids.reshape(-1).to(torch.int64)
+            order = torch.argsort(experts, stable=True)
+            scale = None if self.topk_weights is None else self.topk_weights.reshape(-1)[order]
+            counts = torch.bincount(experts, minlength=self.num_experts).tolist()
+            return SortedRows(order // self.addr_top_k, order, counts, scale)
+        if isinstance(self.layout, ContiguousRouting):
+            rows = torch.nonzero(self.layout.m_indices >= 0).squeeze(1)
+            counts = torch.bincount(self.layout.m_indices[rows].long(), minlength=self.num_experts)
+            return SortedRows(rows, rows, counts.tolist(), None)
+        flat = torch.nonzero((self.layout.row_slots >= 0).reshape(-1)).squeeze(1)
+        return SortedRows(flat, flat, self.layout.masked_m.tolist(), None)
+
+    def a_flat(self) -> torch.Tensor:
+        """Activations as ``[rows, K]`` (masked problems are flattened)."""
+        return self.a.reshape(-1, self.a.shape[-1])
+
+    def reference(self) -> torch.Tensor:
+        """Expected bf16 output ``[output_rows, N]`` from :mod:`chord_kernels.reference` (cached)."""
+        if self._reference is None:
+            w = self.weight.dequantized()
+            if self.layout is None:
+                r = self.aligned(REFERENCE_BLOCK_M)
+                self._reference = reference.indexed_gemm(
+                    self.a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                    block_m=REFERENCE_BLOCK_M, top_k=self.addr_top_k, topk_weights=self.topk_weights,
+                )
+            elif isinstance(self.layout, ContiguousRouting):
+                self._reference = reference.grouped_contiguous(self.a, w, self.layout.m_indices)
+            else:
+                self._reference = reference.grouped_masked(self.a, w, self.layout.masked_m)
+        return self._reference
+
+
+def build_problems(
+    scenario: Scenario,
+    draw: RoutingDraw,
+    weights: tuple[WeightSet, WeightSet],
+    *,
+    seed: int,
+    device: torch.device,
+) -> tuple[GemmProblem, GemmProblem]:
+    """(gate_up, down) problems of ``scenario`` under ``draw`` with fresh random activations."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    topk_ids = draw.topk_ids.to(device)
+    topk_weights = draw.topk_weights.to(device)
+    costs = gemm_costs(scenario, draw.counts)
+    problems = []
+    for shape, weight, cost in zip(scenario.gemms, weights, costs, strict=True):
+        layout: ContiguousRouting | MaskedRouting | None = None
+        if scenario.family == "indexed":
+            rows = scenario.tokens if shape.name == "gate_up" else scenario.num_slots
+            a = torch.randn(rows, shape.k, generator=gen, device=device).to(torch.bfloat16)
+            scale = topk_weights if shape.name == "down" else None
+        else:
+            dense = torch.randn(scenario.tokens, shape.k, generator=gen, device=device).to(torch.bfloat16)
+            if scenario.family == "contiguous":
+                layout = contiguous_layout(topk_ids, scenario.num_experts)
+            else:
+                layout = masked_layout(topk_ids, scenario.num_experts)
+            a = layout.gather(dense)
+            scale = None
+        problems.append(GemmProblem(scenario, draw, shape, weight, a, topk_ids, scale, layout, cost))
+    return problems[0], problems[1]
+
+
+def check_output(out: torch.Tensor, problem: GemmProblem, *, rel_l2: float = 1e-2, max_rel: float = 5e-2) -> str | None:
+    """None if ``out`` matches the reference on the valid rows, else the reason.
+
+    ``rel_l2``: ``||out - ref|| / ||ref||`` bound; ``max_rel``: largest absolute error over the
+    largest reference magnitude. bf16 rounding alone gives ~4e-3 relative per element, while a
+    wrong tile, a wrong expert or a wrong scale breaks one bound or the other by orders of magnitude.
+    """
+    ref = problem.reference()
+    rows = problem.output_rows()
+    if out.numel() != rows * problem.shape.n:
+        return f"output has {out.numel()} elements, expected {rows} x {problem.shape.n}"
+    valid = problem.valid_rows()
+    got = out.reshape(rows, problem.shape.n)[valid].float()
+    want = ref[valid].float()
+    if not torch.isfinite(got).all():
+        return "output has NaN/Inf"
+    diff = got - want
+    scale = want.abs().max().clamp_min(1e-6)
+    err_l2 = float(diff.norm() / want.norm().clamp_min(1e-6))
+    err_max = float(diff.abs().max() / scale)
+    if err_l2 > rel_l2 or err_max > max_rel:
+        return f"mismatch vs reference: rel L2 {err_l2:.2e} (limit {rel_l2:.0e}), max {err_max:.2e} (limit {max_rel:.0e})"
+    return None

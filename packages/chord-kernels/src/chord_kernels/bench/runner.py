@@ -1,0 +1,281 @@
+"""Run scenarios x routing draws x implementations the way BENCHMARKS.md prescribes.
+
+For each scenario and draw: build both GEMM problems once (same weights, activations and routing
+for every implementation), then for each implementation and GEMM check every candidate's output
+against the reference before timing it, and keep the fastest correct one. gate_up and down are
+timed separately and reported as a sum. Results are handed to ``on_update`` after every scenario
+so that an interrupted run still leaves its numbers behind.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from chord_kernels.bench import ceilings as ceilings_mod
+from chord_kernels.bench.impls import Implementation
+from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
+from chord_kernels.bench.results import (
+    CandidateResult,
+    GemmInfo,
+    GemmResult,
+    ImplInfo,
+    ImplResult,
+    RunResult,
+    ScenarioResult,
+)
+from chord_kernels.bench.scenarios import (
+    NOMINAL_H200,
+    Ceilings,
+    Scenario,
+    draw_routing,
+    draw_seed,
+    gemm_costs,
+)
+from chord_kernels.bench.timing import bench
+
+Log = Callable[[str], None]
+
+
+def _stderr_log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _run_quiet(cmd: Sequence[str], cwd: str | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=20, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def environment(device: torch.device) -> dict[str, object]:
+    """GPU, driver, CUDA, library versions and the repository commit."""
+    import chord_kernels
+
+    env: dict[str, object] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "chord_kernels": chord_kernels.__version__,
+        "hostname": platform.node(),
+    }
+    try:
+        import triton
+
+        env["triton"] = triton.__version__
+    except Exception:
+        env["triton"] = None
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env["gpu"] = props.name
+        env["gpu_sms"] = props.multi_processor_count
+        env["gpu_memory_gib"] = round(props.total_memory / 2**30, 1)
+        env["compute_capability"] = f"{props.major}.{props.minor}"
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        env["driver"] = _run_quiet(
+            ["nvidia-smi", f"--id={index}", "--query-gpu=driver_version", "--format=csv,noheader"]
+        )
+    here = str(Path(__file__).resolve().parent)
+    env["commit"] = _run_quiet(["git", "rev-parse", "HEAD"], cwd=here)
+    status = _run_quiet(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here)
+    env["dirty"] = bool(status) if env["commit"] else None
+    return env
+
+
+class _Weights:
+    """Weights of the current series only (a series shares shapes; others are freed)."""
+
+    def __init__(self, seed: int, device: torch.device) -> None:
+        self.seed, self.device = seed, device
+        self.current: dict[tuple[int, int, int], WeightSet] = {}
+
+    def get(self, scenario: Scenario) -> tuple[WeightSet, WeightSet]:
+        keys = [(scenario.num_experts, g.n, g.k) for g in scenario.gemms]
+        if set(keys) != set(self.current):
+            self.current.clear()
+            torch.cuda.empty_cache()
+            for e, n, k in keys:
+                seed = draw_seed(self.seed, f"weights/{e}x{n}x{k}", "w")
+                self.current[(e, n, k)] = WeightSet.random(e, n, k, seed=seed, device=self.device)
+        return self.current[keys[0]], self.current[keys[1]]
+
+
+def _device_error() -> str | None:
+    """A sticky CUDA error (illegal address, ...) leaves the context unusable; detect it."""
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+class DeviceLost(RuntimeError):
+    """The CUDA context is unusable; the run stops and keeps what it has."""
+
+
+def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method: str, log: Log) -> GemmResult:
+    best: GemmResult = GemmResult(None, None, None)
+    for cand in impl.candidates(problem):
+        if cand.error:
+            best.candidates.append(CandidateResult(cand.config, "failed", reason=cand.error))
+            log(f"    {impl.name} {problem.name} [{cand.config}] excluded: {cand.error}")
+            continue
+        try:
+            cand.run()
+            torch.cuda.synchronize()
+            wrong = check_output(cand.result(), problem)
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            best.candidates.append(CandidateResult(cand.config, "failed", reason=reason))
+            log(f"    {impl.name} {problem.name} [{cand.config}] failed: {reason}")
+            lost = _device_error()
+            if lost:
+                raise DeviceLost(f"{impl.name} [{cand.config}] left the GPU unusable: {lost}") from exc
+            continue
+        if wrong:
+            best.candidates.append(CandidateResult(cand.config, "wrong", reason=wrong))
+            log(f"    {impl.name} {problem.name} [{cand.config}] WRONG, excluded: {wrong}")
+            continue
+        try:
+            t = bench(cand.run, graphable=cand.graphable, rep_ms=rep_ms, method=method)
+        except Exception as exc:
+            reason = f"timing failed: {type(exc).__name__}: {exc}"
+            best.candidates.append(CandidateResult(cand.config, "failed", reason=reason))
+            log(f"    {impl.name} {problem.name} [{cand.config}] {reason}")
+            lost = _device_error()
+            if lost:
+                raise DeviceLost(f"{impl.name} [{cand.config}] left the GPU unusable: {lost}") from exc
+            continue
+        best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2)))
+        log(f"    {impl.name} {problem.name} [{cand.config}] {t.us:9.1f} us")
+        if best.us is None or t.us < best.us:
+            best.us, best.config, best.method = round(t.us, 2), cand.config, t.method
+    return best
+
+
+def _run_impl(impl: Implementation, problems: Sequence[GemmProblem], rep_ms: float, method: str, log: Log) -> ImplResult:
+    reasons = [impl.unsupported(p) for p in problems]
+    if any(reasons):
+        return ImplResult("skipped", next(r for r in reasons if r))
+    result = ImplResult("ok")
+    for problem in problems:
+        try:
+            gemm = _time_gemm(impl, problem, rep_ms, method, log)
+        except DeviceLost:
+            raise
+        except Exception as exc:  # preparation itself failed (packing, compiling, import...)
+            msg = f"{problem.name}: {type(exc).__name__}: {exc}"
+            log(f"    {impl.name} failed: {msg}")
+            lost = _device_error()
+            if lost:
+                raise DeviceLost(f"{impl.name} left the GPU unusable: {lost}") from exc
+            return ImplResult("failed", msg[:500], result.gemms)
+        result.gemms[problem.name] = gemm
+        if gemm.us is None:
+            bad = gemm.candidates
+            status = "wrong" if bad and all(c.status == "wrong" for c in bad) else "failed"
+            result.status = status
+            result.reason = f"{problem.name}: no correct candidate ({len(bad)} tried)"
+    return result
+
+
+def run(
+    scenarios: Sequence[Scenario],
+    impls: Sequence[Implementation],
+    *,
+    draws: Sequence[str] = ("uniform", "skewed"),
+    seed: int = 0,
+    device: str | torch.device = "cuda",
+    rep_ms: float = 20.0,
+    timing_method: str = "auto",
+    measure_ceilings: bool = True,
+    options: dict[str, object] | None = None,
+    on_update: Callable[[RunResult], None] | None = None,
+    deadline_s: float | None = None,
+    log: Log = _stderr_log,
+) -> RunResult:
+    """Benchmark ``scenarios`` x ``draws`` with ``impls``; see the module docstring."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        raise RuntimeError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
+    start = time.monotonic()
+    if device.index is not None:
+        torch.cuda.set_device(device)
+    ceilings: Ceilings = ceilings_mod.measure(device) if measure_ceilings else NOMINAL_H200
+    log(f"ceilings: copy {ceilings.copy_tbps:.2f} TB/s, bf16 {ceilings.bf16_tflops:.0f} TFLOP/s ({ceilings.source})")
+    result = RunResult(
+        created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        command=shlex.join([os.path.basename(sys.executable), "-m", "chord_kernels.bench", *sys.argv[1:]]),
+        environment=environment(device),
+        ceilings={"copy_tbps": ceilings.copy_tbps, "bf16_tflops": ceilings.bf16_tflops, "source": ceilings.source,
+                  "nominal": {"copy_tbps": NOMINAL_H200.copy_tbps, "bf16_tflops": NOMINAL_H200.bf16_tflops}},
+        options={"draws": list(draws), "seed": seed, "rep_ms": rep_ms, "timing_method": timing_method,
+                 **(options or {})},
+    )
+    live: list[Implementation] = []
+    for impl in impls:
+        reason = impl.unavailable()
+        extra = {k: v for k, v in impl.describe().items() if k not in ("name", "role", "version")}
+        result.implementations.append(ImplInfo(impl.name, impl.role, impl.version, reason is None, reason, extra))
+        if reason:
+            log(f"{impl.name}: unavailable: {reason}")
+        else:
+            live.append(impl)
+    weights = _Weights(seed, device)
+    last_series = None
+    for scenario in scenarios:
+        for draw in draws:
+            if deadline_s is not None and time.monotonic() - start > deadline_s:
+                log(f"time budget of {deadline_s:.0f} s reached; stopping before {scenario.id}/{draw}")
+                result.options["stopped_early"] = True
+                return result
+            if scenario.series != last_series:
+                for impl in live:
+                    impl.release()
+                last_series = scenario.series
+            routing = draw_routing(scenario, draw, seed)
+            problems = build_problems(scenario, routing, weights.get(scenario),
+                                      seed=draw_seed(seed, scenario.id, draw + "/act"), device=device)
+            costs = gemm_costs(scenario, routing.counts)
+            sres = ScenarioResult(
+                scenario=scenario.id, family=scenario.family, series=scenario.series, draw=draw, seed=seed,
+                tokens=scenario.tokens, top_k=scenario.top_k, num_experts=scenario.num_experts,
+                tok_e=round(scenario.tok_e, 2), experts_used=routing.experts_used,
+                max_rows_per_expert=int(routing.counts.max()),
+                floor_us=round(sum(c.floor_us(ceilings) for c in costs), 2),
+                gemms=[GemmInfo(c.name, c.n, c.k, c.bytes, c.flops, round(c.floor_us(ceilings), 2), c.bound(ceilings))
+                       for c in costs],
+            )
+            log(f"{scenario.id} [{draw}] tok_e={scenario.tok_e:.1f} experts_used={routing.experts_used} "
+                f"floor={sres.floor_us:.1f} us")
+            for p in problems:
+                p.reference()
+            for impl in live:
+                try:
+                    sres.impls[impl.name] = _run_impl(impl, problems, rep_ms, timing_method, log)
+                except DeviceLost as exc:
+                    log(f"stopping: {exc}")
+                    sres.impls[impl.name] = ImplResult("failed", str(exc)[:500])
+                    result.scenarios.append(sres)
+                    result.options["stopped_early"] = f"device lost: {exc}"[:500]
+                    return result
+                r = sres.impls[impl.name]
+                total = r.total_us
+                log(f"  {impl.name:<16} {r.status:<8} " + (f"{total:9.1f} us" if total else (r.reason or "")))
+            result.scenarios.append(sres)
+            del problems
+            torch.cuda.empty_cache()
+            if on_update is not None:
+                on_update(result)
+    return result

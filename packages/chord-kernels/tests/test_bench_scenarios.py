@@ -1,0 +1,156 @@
+"""Scenario registry, routing draws, bytes/FLOPs and floors of the benchmark harness (CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chord_kernels.bench import scenarios as S
+from chord_kernels.errors import ChordInputError
+
+# BENCHMARKS.md "Indexed scenarios" and the floor column of its measured-Humming table.
+INDEXED = {
+    "ep8_decode": (48, 160, 1, 3.3, 270),
+    "ep8_tok16": (48, 768, 1, 16, 286),
+    "ep8_tok43": (48, 2064, 1, 43, 298),
+    "ep8_tok128": (48, 6144, 1, 128, 685),
+    "ep8_tok341": (48, 16368, 1, 341, 1825),
+    "tp8_decode160": (384, 160, 8, 3.3, 274),
+    "tp8_1024": (384, 1024, 8, 21, 312),
+    "tp8_8192": (384, 8192, 8, 171, 923),
+}
+
+
+def test_registry_has_every_indexed_scenario_with_its_shapes():
+    indexed = [s for s in S.SCENARIOS.values() if s.family == "indexed"]
+    assert [s.id for s in indexed] == list(INDEXED)
+    for s in indexed:
+        experts, rows, top_k, tok_e, _ = INDEXED[s.id]
+        assert (s.num_experts, s.tokens, s.top_k) == (experts, rows, top_k)
+        assert s.tok_e == pytest.approx(tok_e, rel=0.02)
+        if s.id.startswith("ep8"):
+            assert (s.gate_up.n, s.gate_up.k, s.down.n, s.down.k) == (4096, 7168, 7168, 2048)
+        else:
+            assert (s.gate_up.n, s.gate_up.k, s.down.n, s.down.k) == (512, 7168, 7168, 256)
+
+
+def test_registry_has_every_grouped_scenario():
+    contig = [s for s in S.SCENARIOS.values() if s.family == "contiguous"]
+    masked = [s for s in S.SCENARIOS.values() if s.family == "masked"]
+    assert {(s.num_experts, s.rows_per_expert) for s in contig} == {
+        (e, r) for e in (48, 24, 12) for r in (128, 256, 512)
+    }
+    assert {(s.num_experts, s.expected_m) for s in masked} == {
+        (e, m) for e in (48, 24, 12) for m in (8, 16, 32, 64)
+    }
+    for s in contig:
+        assert s.tokens == s.num_experts * s.rows_per_expert and s.tok_e == s.rows_per_expert
+    assert len(S.SCENARIOS) == 8 + 9 + 12
+
+
+@pytest.mark.parametrize("sid", list(INDEXED))
+def test_expected_floor_matches_benchmarks_md(sid):
+    floor = S.expected_floor_us(S.SCENARIOS[sid])
+    assert floor == pytest.approx(INDEXED[sid][4], rel=0.01)
+
+
+@pytest.mark.parametrize("sid", list(INDEXED))
+def test_drawn_floor_is_close_to_benchmarks_md(sid):
+    s = S.SCENARIOS[sid]
+    draw = S.draw_routing(s, "uniform", seed=0)
+    floor = S.layer_floor_us(S.gemm_costs(s, draw.counts))
+    assert floor == pytest.approx(INDEXED[sid][4], rel=0.03)
+
+
+def test_byte_and_flop_counts_by_hand():
+    s = S.SCENARIOS["ep8_tok16"]
+    counts = [16] * 48
+    up, down = S.gemm_costs(s, counts)
+    assert up.weight_bytes == 0.5625 * 4096 * 7168 * 48
+    assert up.act_bytes == 768 * 7168 * 2 and up.out_bytes == 768 * 4096 * 2
+    assert down.act_bytes == 768 * 2048 * 2 and down.out_bytes == 768 * 7168 * 2
+    assert up.flops == 2 * 768 * 4096 * 7168 and down.flops == 2 * 768 * 7168 * 2048
+    # Experts without rows cost no weight bytes.
+    up2, _ = S.gemm_costs(s, [32] * 24 + [0] * 24)
+    assert up2.experts_used == 24 and up2.weight_bytes == up.weight_bytes / 2
+
+
+def test_tp_gate_up_reads_each_token_once():
+    s = S.SCENARIOS["tp8_1024"]
+    up, down = S.gemm_costs(s, S.draw_routing(s).counts)
+    assert up.rows_in == 1024 and up.rows_out == 8192
+    assert down.rows_in == 8192 and down.rows_out == 8192
+
+
+def test_floor_is_the_max_of_memory_and_compute():
+    c = S.Ceilings(4.0, 800.0, "test")
+    s = S.SCENARIOS["ep8_tok341"]
+    up, down = S.gemm_costs(s, S.draw_routing(s).counts)
+    for g in (up, down):
+        assert g.floor_us(c) == max(g.bytes / 4.0e12, g.flops / 800e12) * 1e6
+    assert up.bound() == "compute"
+    decode = S.SCENARIOS["ep8_decode"]
+    assert all(g.bound() == "memory" for g in S.gemm_costs(decode, S.draw_routing(decode).counts))
+    # Halving the bandwidth doubles a memory-bound floor exactly.
+    g = S.gemm_costs(decode, S.draw_routing(decode).counts)[0]
+    assert g.floor_us(S.Ceilings(2.135, 790.0, "half")) == pytest.approx(2 * g.floor_us())
+
+
+def test_gemm_costs_checks_the_expert_count():
+    with pytest.raises(ChordInputError, match="expected 48 experts"):
+        S.gemm_costs(S.SCENARIOS["ep8_decode"], [1, 2, 3])
+
+
+@pytest.mark.parametrize("sid", ["ep8_decode", "ep8_tok43", "tp8_decode160", "tp8_1024",
+                                 "grouped_contig_ep16_r256", "grouped_masked_ep8_m32"])
+def test_uniform_draw_shape_counts_and_determinism(sid):
+    s = S.SCENARIOS[sid]
+    d = S.draw_routing(s, "uniform", seed=3)
+    assert d.topk_ids.shape == (s.tokens, s.top_k) and d.topk_ids.dtype == torch.int32
+    assert int(d.counts.sum()) == s.num_slots
+    assert 0 <= int(d.topk_ids.min()) and int(d.topk_ids.max()) < s.num_experts
+    assert torch.equal(d.topk_ids, S.draw_routing(s, "uniform", seed=3).topk_ids)
+    assert not torch.equal(d.topk_ids, S.draw_routing(s, "uniform", seed=4).topk_ids)
+    assert (d.topk_weights > 0).all()
+    if s.top_k > 1:
+        # top-k experts of a token are distinct and the weights of a token sum to one.
+        assert (d.topk_ids.sort(dim=1).values.diff(dim=1) > 0).all()
+        assert torch.allclose(d.topk_weights.sum(1), torch.ones(s.tokens))
+    if s.family == "contiguous":
+        assert (d.counts == s.rows_per_expert).all()
+
+
+@pytest.mark.parametrize("sid", ["ep8_decode", "ep8_tok128", "tp8_1024", "tp8_8192", "grouped_masked_ep32_m16"])
+def test_skewed_draw_gives_one_expert_eight_times_the_average(sid):
+    s = S.SCENARIOS[sid]
+    d = S.draw_routing(s, "skewed", seed=1)
+    assert d.hot_expert is not None
+    hot = int(d.counts[d.hot_expert])
+    assert hot == round(8 * s.num_slots / s.num_experts)
+    others = torch.cat([d.counts[: d.hot_expert], d.counts[d.hot_expert + 1:]])
+    assert int(others.max()) < hot
+    assert int(d.counts.sum()) == s.num_slots
+
+
+def test_draws_differ_per_scenario_and_kind():
+    s = S.SCENARIOS["ep8_tok16"]
+    assert S.draw_seed(0, s.id, "uniform") != S.draw_seed(0, s.id, "skewed")
+    assert S.draw_seed(0, "ep8_tok16", "uniform") != S.draw_seed(0, "ep8_tok43", "uniform")
+    with pytest.raises(ChordInputError, match="draw"):
+        S.draw_routing(s, "zipf")
+
+
+def test_select_ids_globs_series_and_families():
+    assert [s.id for s in S.select(["ep8_decode"])] == ["ep8_decode"]
+    assert [s.id for s in S.select(["tp8"])] == ["tp8_decode160", "tp8_1024", "tp8_8192"]
+    assert len(S.select(["ep8_*"])) == 5
+    assert len(S.select(["indexed"])) == 8 and len(S.select(["grouped"])) == 21
+    assert [s.id for s in S.select(["tp8_8192,ep8_decode"])] == ["ep8_decode", "tp8_8192"]
+    assert len(S.select(None)) == len(S.SCENARIOS)
+    with pytest.raises(ChordInputError, match="matches nothing"):
+        S.select(["ep9_decode"])
+
+
+def test_describe_mentions_floor():
+    line = S.describe(S.SCENARIOS["tp8_8192"])
+    assert "tp8_8192" in line and "floor~" in line
