@@ -1,0 +1,56 @@
+"""Push a converted checkpoint to the Hugging Face Hub, only after it passes ``verify``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from chord_pack.detect import load_json
+from chord_pack.errors import ChordPackError, VerifyError
+from chord_pack.progress import Progress
+from chord_pack.verify import verify
+
+
+def commit_message(path: Path) -> str:
+    block = load_json(Path(path) / "config.json").get("chord_pack") or {}
+    src = block.get("source") or {}
+    origin = src.get("repo_id") or "a local checkpoint"
+    rev = f"@{src['revision'][:12]}" if src.get("revision") else ""
+    return (f"chord-pack {block.get('chord_pack_version')}: {origin}{rev} -> {block.get('layout')} layout, "
+            f"profile {block.get('profile')} (chord-kernels {block.get('chord_kernels_version')})")
+
+
+def upload(
+    path: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    revision: str | None = None,
+    token: str | None = None,
+    message: str | None = None,
+    progress: Progress | None = None,
+) -> str:
+    """Verify ``path`` (hashes and per-expert unpack against the recorded source digests), then
+    create ``repo_id`` if needed and upload the folder in one commit. Returns the commit URL."""
+    path = Path(path)
+    report = verify(path, use_recorded_source=False, progress=progress)
+    if not report.ok:
+        raise VerifyError(f"{path} (refusing to upload)", report.problems)
+    from huggingface_hub import HfApi
+
+    # Read the environment now rather than at huggingface_hub import time.
+    api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None,
+                token=token or os.environ.get("HF_TOKEN") or None)
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        if revision and revision != "main":
+            api.create_branch(repo_id, branch=revision, exist_ok=True)
+        info = api.upload_folder(
+            folder_path=str(path), repo_id=repo_id, repo_type="model", revision=revision,
+            commit_message=message or commit_message(path),
+        )
+    except ChordPackError:
+        raise
+    except Exception as exc:  # HTTP, auth, quota: say where it went wrong
+        raise ChordPackError(f"upload of {path} to {repo_id} failed ({type(exc).__name__}: {exc})") from exc
+    return str(getattr(info, "commit_url", info))

@@ -1,0 +1,259 @@
+"""convert -> verify -> the reference MoE layer gives the same answer from source and converted weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from pack_helpers import assert_moe_equal, source_experts
+from safetensors import safe_open
+
+from chord_kernels.errors import ChordUnsupportedError
+from chord_pack.convert import convert, partial_dir
+from chord_pack.demo import kimi_config, kimi_tensors, write_checkpoint, write_tiny_kimi_checkpoint
+from chord_pack.detect import CHORD_FORMAT, EXPERT_RE
+from chord_pack.errors import CheckpointError, OutputError
+from chord_pack.load import read_packed
+from chord_pack.st import read_header
+from chord_pack.verify import verify
+
+SMALL_SHARDS = 200_000  # several output shards from a ~1.7 MB checkpoint
+
+
+@pytest.mark.parametrize("style", ["k2-thinking", "k2.5"])
+def test_convert_verify_and_moe_output_match(tmp_path: Path, style: str, layout: tuple[str, str]) -> None:
+    name, profile = layout
+    src = write_tiny_kimi_checkpoint(tmp_path / "src", style, layers=2, experts=4, seed=11)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    result = convert(str(src), tmp_path / "out", name, profile, max_shard_bytes=SMALL_SHARDS)
+    out = result.output
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before, "the source was modified"
+    assert not partial_dir(out).exists()
+    assert len(result.shards) >= 3
+    assert result.peak_held_bytes <= result.plan.memory_bound
+
+    prefix = "language_model." if style == "k2.5" else ""
+    assert result.plan.info.prefix == prefix
+    assert result.plan.info.family == ("kimi-k2.5" if style == "k2.5" else "kimi-k2-thinking")
+    config = json.loads((out / "config.json").read_text())
+    qc = config["text_config"]["quantization_config"] if style == "k2.5" else config["quantization_config"]
+    assert qc["format"] == CHORD_FORMAT
+    assert "pack-quantized" not in json.dumps(qc)
+    block = config["chord_pack"]
+    assert (block["layout"], block["profile"], block["schema_version"]) == (name, profile, 1)
+    assert block["source"]["family"] == result.plan.info.family
+    assert set(block["shards"]) == set(result.shards)
+
+    static = {k: v for k, v in block.items() if k not in ("shards", "source_digests")}
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert index["metadata"]["total_size"] == result.plan.total_bytes
+    for shard in block["shards"]:
+        header = read_header(out / shard)
+        assert json.loads(header.metadata["chord_pack"]) == static
+        assert header.metadata["format"] == "pt"
+    # No per-expert source tensor survives; every non-expert source tensor is byte-identical.
+    src_map = json.loads((src / "model.safetensors.index.json").read_text())["weight_map"]
+    assert not [n for n in index["weight_map"] if EXPERT_RE.match(n)]
+    for tensor in [n for n in src_map if not EXPERT_RE.match(n)]:
+        with safe_open(str(src / src_map[tensor]), "pt") as a, \
+                safe_open(str(out / index["weight_map"][tensor]), "pt") as b:
+            x, y = a.get_tensor(tensor), b.get_tensor(tensor)
+        assert x.dtype == y.dtype and torch.equal(x.view(torch.uint8), y.view(torch.uint8)), tensor
+
+    report = verify(out)
+    assert report.ok, report.problems
+    assert report.source is not None and report.experts_compared == 2 * 3 * 4
+    for layer in (1, 2):
+        assert_moe_equal(src, out, layer, prefix, seed=layer)
+    # Packed tensors are really permuted (not the source bytes relabelled), and unpack exactly.
+    w13 = read_packed(out, 1, "w13")
+    assert w13.layout == name and w13.profile == profile and w13.num_experts == 4
+    src_w13, _ = source_experts(src, 1, prefix)
+    from chord_kernels.packed import unpack
+    got_packed, got_scales = unpack(w13)
+    assert torch.equal(got_packed, src_w13[0]) and torch.equal(got_scales, src_w13[1])
+    only = next(iter(w13.tensors.values()))
+    assert only.numel() != src_w13[0].numel() or not torch.equal(only.reshape(-1)[:64], src_w13[0].reshape(-1)[:64])
+
+    card = (out / "README.md").read_text()
+    assert f"**{name}**" in card and CHORD_FORMAT in card
+    assert (out / "generation_config.json").read_bytes() == (src / "generation_config.json").read_bytes()
+
+
+def test_compressed_tensors_written_checkpoint(tmp_path: Path, layout: tuple[str, str]) -> None:
+    """A checkpoint whose experts come from compressed-tensors' own pack-quantized compressor."""
+    ct = pytest.importorskip("compressed_tensors")
+    from compressed_tensors.compressors import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
+
+    scheme = QuantizationScheme(
+        targets=["Linear"],
+        weights=QuantizationArgs(num_bits=4, type="int", strategy="group", group_size=32, symmetric=True),
+    )
+    dims = {"layers": 2, "experts": 4, "hidden": 128, "intermediate": 64}
+    tensors = kimi_tensors("k2-thinking", **dims, seed=3)
+    g = torch.Generator().manual_seed(5)
+    floats = {}
+    for name in [n for n in tensors if n.endswith(".weight_packed")]:
+        base = name[: -len("weight_packed")]
+        n, k = tensors[base + "weight_shape"].tolist()
+        w = (torch.randn(n, k, generator=g) * 0.02).to(torch.bfloat16)
+        scale = (w.float().reshape(n, k // 32, 32).abs().amax(-1) / 7).clamp_min(1e-6).to(torch.bfloat16)
+        compressed = PackedQuantizationCompressor.compress({"weight": w, "weight_scale": scale}, scheme)
+        for kind in ("weight_packed", "weight_scale", "weight_shape"):
+            tensors[base + kind] = compressed[kind]
+        floats[base] = compressed
+    assert tensors[base + "weight_shape"].dtype == torch.int64  # what compressed-tensors writes
+    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), tensors, shards=3)
+    name, profile = layout
+    out = convert(str(src), tmp_path / "out", name, profile, max_shard_bytes=100_000).output
+    assert verify(out).ok
+    assert_moe_equal(src, out, 1)
+    # compressed-tensors' own decompression agrees with chord-kernels' dequant of the converted weights.
+    from chord_kernels.packed import unpack
+    from chord_kernels.reference import dequantize_weight
+
+    w13 = dequantize_weight(unpack(read_packed(out, 2, "w13")))
+    for e in range(4):
+        state = floats[f"model.layers.2.mlp.experts.{e}.gate_proj."]
+        ref = PackedQuantizationCompressor.decompress(dict(state), scheme)["weight"]
+        assert torch.equal(ref.to(torch.bfloat16), w13[e, :64]), f"expert {e} gate_proj"
+    assert ct.__version__
+
+
+@pytest.mark.parametrize("layout_name", ["contiguous", "masked"])
+def test_future_layouts_fail_before_any_work(tmp_path: Path, layout_name: str, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ChordUnsupportedError, match=r"not yet supported by chord-kernels \d+\.\d+"):
+        convert("nobody/never-downloaded", tmp_path / "out", layout_name)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_that_exists_is_refused(tiny: Path, tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "keep.txt").write_text("mine")
+    with pytest.raises(OutputError, match="already exists"):
+        convert(str(tiny), tmp_path / "out", "test-reversed", "test_a")
+    assert (tmp_path / "out" / "keep.txt").read_text() == "mine"
+
+
+def test_truncated_source_shard_names_file_and_tensor(tiny: Path, tmp_path: Path) -> None:
+    shard = sorted(tiny.glob("*.safetensors"))[-1]
+    data = shard.read_bytes()
+    shard.write_bytes(data[: len(data) - 1000])
+    with pytest.raises(CheckpointError, match=rf"{shard.name} is truncated: tensor \S+ needs bytes"):
+        convert(str(tiny), tmp_path / "out", "test-reversed", "test_a")
+    assert not (tmp_path / "out").exists() and not partial_dir(tmp_path / "out").exists()
+
+
+def test_missing_expert_tensor_is_named(tiny: Path, tmp_path: Path) -> None:
+    index_path = tiny / "model.safetensors.index.json"
+    index = json.loads(index_path.read_text())
+    del index["weight_map"]["model.layers.2.mlp.experts.3.down_proj.weight_scale"]
+    index_path.write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match=r"model\.layers\.2\.mlp\.experts\.3\.down_proj\.weight_scale is missing"):
+        convert(str(tiny), tmp_path / "out", "test-reversed", "test_a")
+
+
+def test_wrong_dtype_and_weight_shape_are_named(tmp_path: Path) -> None:
+    dims = {"layers": 1, "experts": 2, "hidden": 64, "intermediate": 32}
+    tensors = kimi_tensors("k2-thinking", **dims)
+    bad = "model.layers.1.mlp.experts.1.up_proj.weight_scale"
+    tensors[bad] = tensors[bad].float()
+    src = write_checkpoint(tmp_path / "a", kimi_config("k2-thinking", **dims), tensors)
+    with pytest.raises(CheckpointError, match=rf"tensor {bad} has dtype F32, expected BF16"):
+        convert(str(src), tmp_path / "out-a", "test-reversed", "test_a")
+
+    tensors = kimi_tensors("k2-thinking", **dims)
+    lie = "model.layers.1.mlp.experts.0.down_proj.weight_shape"
+    tensors[lie] = torch.tensor([64, 64], dtype=torch.int32)
+    src = write_checkpoint(tmp_path / "b", kimi_config("k2-thinking", **dims), tensors)
+    with pytest.raises(CheckpointError, match=rf"tensor {lie} says \[64, 64\] but .* \[N=64, K=32\]"):
+        convert(str(src), tmp_path / "out-b", "test-reversed", "test_a")
+    assert not (tmp_path / "out-b").exists()  # a failed run leaves nothing that looks complete
+
+
+class StopAfter:
+    """Progress sink that simulates a crash after ``n`` finished shards."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.done, self.notes = n, [], []
+
+    def start(self, description: str, total_bytes: int) -> None:
+        pass
+
+    def advance(self, nbytes: int) -> None:
+        pass
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+    def shard_done(self, name: str) -> None:
+        self.done.append(name)
+        if len(self.done) == self.n:
+            raise KeyboardInterrupt
+
+
+def test_interrupt_and_resume(tiny: Path, tmp_path: Path, layout: tuple[str, str]) -> None:
+    name, profile = layout
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        convert(str(tiny), out, name, profile, max_shard_bytes=SMALL_SHARDS, progress=StopAfter(2))
+    partial = partial_dir(out)
+    assert not out.exists() and partial.is_dir()
+    finished = sorted(p.name for p in partial.glob("*.safetensors"))
+    assert len(finished) == 2 and not list(partial.glob("*.incomplete"))
+    first_stat = (partial / finished[0]).stat()
+
+    with pytest.raises(OutputError, match="--resume"):
+        convert(str(tiny), out, name, profile, max_shard_bytes=SMALL_SHARDS)
+    with pytest.raises(OutputError, match="other settings"):
+        convert(str(tiny), out, name, profile, max_shard_bytes=SMALL_SHARDS * 2, resume=True)
+
+    # Damage the second finished shard: resume must notice (sha256) and redo it, keep the first.
+    damaged = partial / finished[1]
+    damaged.write_bytes(damaged.read_bytes()[:-10] + b"0123456789")
+    sink = StopAfter(10**6)
+    result = convert(str(tiny), out, name, profile, max_shard_bytes=SMALL_SHARDS, resume=True, progress=sink)
+    assert result.reused_shards == [finished[0]]
+    assert any(finished[1] in note and "redoing" in note for note in sink.notes)
+    assert finished[0] not in sink.done and finished[1] in sink.done
+    assert (out / finished[0]).stat().st_ino == first_stat.st_ino
+    assert not partial.exists()
+    assert verify(out).ok
+    assert_moe_equal(tiny, out, 2)
+
+
+class CrashMidShard(StopAfter):
+    """Simulates a crash in the middle of writing a shard (after ``limit`` bytes)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(10**6)
+        self.limit, self.seen = limit, 0
+
+    def advance(self, nbytes: int) -> None:
+        self.seen += nbytes
+        if self.seen > self.limit:
+            raise KeyboardInterrupt
+
+
+def test_crash_inside_a_shard_leaves_no_partial_shard(tiny: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, progress=CrashMidShard(300_000))
+    partial = partial_dir(out)
+    journal = json.loads((partial / ".chord-pack-journal.json").read_text())
+    on_disk = sorted(p.name for p in partial.iterdir() if not p.name.startswith("."))
+    assert on_disk == sorted(journal["finished"]) and on_disk  # no *.incomplete left
+    result = convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True)
+    assert result.reused_shards == on_disk
+    assert verify(out).ok
+
+
+def test_layout_that_cannot_run_on_meta_is_probed_with_one_expert(tiny: Path, tmp_path: Path) -> None:
+    result = convert(tiny, tmp_path / "out", "test-needs-data", "test_a", max_shard_bytes=SMALL_SHARDS)
+    assert result.plan.projections["w13"].tensors["codes"] == ("I32", (4, 256, 32))
+    assert verify(result.output).ok
+    assert_moe_equal(tiny, result.output, 1)

@@ -1,0 +1,86 @@
+"""Hub source, offline mode and upload, against a fake Hub on 127.0.0.1 (no other network)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fakehub import FakeHub
+from pack_helpers import assert_moe_equal
+
+from chord_pack.convert import convert
+from chord_pack.describe import describe
+from chord_pack.errors import SourceError, UnsupportedCheckpointError, VerifyError
+from chord_pack.upload import upload
+from chord_pack.verify import verify
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_hub_source_then_offline(tiny: Path, tmp_path: Path, isolated_hf: Path, monkeypatch) -> None:
+    with FakeHub() as hub:
+        sha = hub.add_repo("moonshot-test/Kimi-Tiny", _files(tiny))
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_source_token")
+        facts = describe("moonshot-test/Kimi-Tiny")  # metadata only: no shard is fetched
+        assert facts["family"] == "kimi-k2-thinking" and facts["experts"] == 4
+        assert not [r for r in hub.requests if r.endswith(".safetensors")]
+        online = convert("moonshot-test/Kimi-Tiny", tmp_path / "online", "test-reversed", "test_a")
+        assert any(r.startswith("GET") and r.endswith(".safetensors") for r in hub.requests)
+        assert hub.tokens == {"Bearer hf_source_token"}  # HF_TOKEN is read at call time
+    block = json.loads((online.output / "config.json").read_text())["chord_pack"]
+    assert block["source"] == {**block["source"], "repo_id": "moonshot-test/Kimi-Tiny", "revision": sha, "path": None}
+    card = (online.output / "README.md").read_text()
+    assert "base_model: moonshot-test/Kimi-Tiny" in card and "base_model_relation: quantized" in card
+
+    # The fake Hub is gone: offline mode must work from the cache alone, and name what is missing.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    offline = convert("moonshot-test/Kimi-Tiny", tmp_path / "offline", "test-reversed", "test_a")
+    assert offline.plan.source.revision == sha
+    assert _files(offline.output) == _files(online.output)
+    report = verify(offline.output)  # finds the recorded source in the HF cache
+    assert report.ok and report.source is not None and report.source.repo_id == "moonshot-test/Kimi-Tiny"
+    assert_moe_equal(tiny, offline.output, 1)
+    with pytest.raises(SourceError, match="HF_HUB_OFFLINE is set and moonshot-test/Not-Cached@main"):
+        convert("moonshot-test/Not-Cached", tmp_path / "nope", "test-reversed", "test_a")
+
+
+def test_upload_arrives_intact_and_refuses_damaged(tiny: Path, tmp_path: Path, isolated_hf: Path,
+                                                   monkeypatch) -> None:
+    out = convert(str(tiny), tmp_path / "out", "test-reversed", "test_b", max_shard_bytes=300_000).output
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+        url = upload(out, "chord-test/Kimi-Tiny-chord", private=True)
+        assert url.startswith(hub.url) and "/commit/" in url
+        assert hub.repos["chord-test/Kimi-Tiny-chord"] == _files(out)
+        assert hub.private["chord-test/Kimi-Tiny-chord"] is True
+        assert hub.tokens == {"Bearer hf_test_token"}
+        assert len(hub.commits) == 1 and "chord-pack" in hub.commits[0]["summary"]
+        assert "test-reversed" in hub.commits[0]["summary"]
+        assert any("lfs/objects/batch" in r for r in hub.requests)  # shards went through LFS
+        assert any("base_model_relation" not in v and "chord-pack" in v for v in hub.validated)
+
+        shard = sorted(out.glob("*.safetensors"))[0]
+        shard.write_bytes(shard.read_bytes()[:-1] + b"\x00")
+        requests_before = len(hub.requests)
+        with pytest.raises(VerifyError, match="refusing to upload"):
+            upload(out, "chord-test/Kimi-Tiny-damaged")
+        assert len(hub.requests) == requests_before and "chord-test/Kimi-Tiny-damaged" not in hub.repos
+
+
+def test_hub_source_with_wrong_scheme_is_refused_before_downloading_shards(
+        tiny: Path, tmp_path: Path, isolated_hf: Path, monkeypatch) -> None:
+    files = _files(tiny)
+    config = json.loads(files["config.json"])
+    config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = 8
+    files["config.json"] = json.dumps(config).encode()
+    with FakeHub() as hub:
+        hub.add_repo("moonshot-test/Kimi-W8", files)
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        with pytest.raises(UnsupportedCheckpointError, match="'num_bits': 8"):
+            convert("moonshot-test/Kimi-W8", tmp_path / "out", "test-reversed", "test_a")
+        assert not [r for r in hub.requests if r.endswith(".safetensors")]

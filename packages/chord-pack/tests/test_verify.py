@@ -1,0 +1,69 @@
+"""verify catches damaged shards, wrong digests and damaged unpacks; it names the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chord_pack.convert import convert
+from chord_pack.errors import VerifyError
+from chord_pack.st import read_header
+from chord_pack.verify import verify
+
+
+@pytest.fixture
+def converted(tiny: Path, tmp_path: Path) -> Path:
+    return convert(str(tiny), tmp_path / "out", "test-reversed", "test_a", max_shard_bytes=200_000).output
+
+
+def _packed_shard(out: Path) -> tuple[Path, str]:
+    weight_map = json.loads((out / "model.safetensors.index.json").read_text())["weight_map"]
+    name = next(n for n in weight_map if ".experts.chord.w13.codes" in n)
+    return out / weight_map[name], name
+
+
+def test_clean_output_verifies_with_and_without_source(converted: Path, tiny: Path) -> None:
+    full = verify(converted)
+    assert full.ok and full.source is not None and full.tensors_compared > 0
+    alone = verify(converted, use_recorded_source=False)
+    assert alone.ok and alone.source is None and alone.projections_checked == 4
+
+
+def test_flipped_byte_in_expert_data_is_caught(converted: Path) -> None:
+    shard, name = _packed_shard(converted)
+    info = read_header(shard).tensors[name]
+    data = bytearray(shard.read_bytes())
+    data[info.begin + 5] ^= 0x10
+    shard.write_bytes(bytes(data))
+    report = verify(converted)
+    assert any(shard.name in p and "sha256" in p for p in report.problems)
+    assert any("layer" in p and "do not match the source digest" in p for p in report.problems)
+    assert any("differs from source" in p for p in report.problems)
+    with pytest.raises(VerifyError, match=shard.name):
+        report.raise_if_failed()
+
+
+def test_truncated_output_shard_is_named(converted: Path) -> None:
+    shard, _ = _packed_shard(converted)
+    shard.write_bytes(shard.read_bytes()[:-100])
+    problems = verify(converted).problems
+    assert any(f"{shard.name} is truncated" in p for p in problems)
+    assert any("bytes, config.json records" in p for p in problems)
+
+
+def test_wrong_recorded_digest_is_caught_without_source(converted: Path) -> None:
+    config = json.loads((converted / "config.json").read_text())
+    key = "layers.2.up_proj"
+    config["chord_pack"]["source_digests"][key] = "0" * 64
+    (converted / "config.json").write_text(json.dumps(config))
+    problems = verify(converted, use_recorded_source=False).problems
+    assert problems == [
+        "layer 2 up_proj: unpacked codes/scales do not match the source digest recorded at conversion"
+    ]
+
+
+def test_not_a_chord_pack_output(tiny: Path) -> None:
+    with pytest.raises(VerifyError, match="no chord_pack block"):
+        verify(tiny)
