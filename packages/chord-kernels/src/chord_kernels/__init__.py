@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from chord_kernels import formats, reference, routing
+from chord_kernels import formats, indexed, reference, routing
 from chord_kernels.errors import (
     ChordCompileError,
     ChordError,
@@ -31,6 +31,7 @@ __all__ = [
     "__version__",
     "available_layouts",
     "formats",
+    "indexed",
     "pack",
     "reference",
     "routing",

@@ -11,6 +11,7 @@ import importlib
 BUILTIN_LAYOUT_MODULES: tuple[str, ...] = (
     "chord_kernels.packed",
     # Family layout modules are appended here as the kernels land, e.g. "chord_kernels.indexed.layout".
+    "chord_kernels.indexed.layout",
 )
 
 for _module in BUILTIN_LAYOUT_MODULES:

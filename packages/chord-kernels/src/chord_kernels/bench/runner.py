@@ -210,8 +210,9 @@ def run(
     if device.type != "cuda" or not torch.cuda.is_available():
         raise RuntimeError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
     start = time.monotonic()
-    if device.index is not None:
-        torch.cuda.set_device(device)
+    if device.index is None:  # several torch APIs (e.g. memory queries) need an explicit index
+        device = torch.device("cuda", torch.cuda.current_device())
+    torch.cuda.set_device(device)
     ceilings: Ceilings = ceilings_mod.measure(device) if measure_ceilings else NOMINAL_H200
     log(f"ceilings: copy {ceilings.copy_tbps:.2f} TB/s, bf16 {ceilings.bf16_tflops:.0f} TFLOP/s ({ceilings.source})")
     result = RunResult(

@@ -170,7 +170,7 @@ def register_precompile(name: str, configs: Callable[[], Iterable[CudaKernel]]) 
 
 def precompile(archs: Sequence[str] = (nvcc.DEFAULT_ARCH,), families: Sequence[str] | None = None) -> list[Path]:
     """Compile every registered kernel config for ``archs``; returns the cubin paths."""
-    from chord_kernels import ops  # noqa: F401  (importing registers the op families)
+    from chord_kernels import indexed, ops  # noqa: F401  (importing registers the op families)
 
     unknown = set(families or ()) - set(_PRECOMPILE)
     if unknown:

@@ -1,0 +1,385 @@
+// Indexed W4A16 MoE GEMM for decode: swapped operands, mma.sync m16n8k16 bf16 -> fp32.
+//
+// Dequantized weights are the MMA M operand (16 output channels per atom) and the block's tokens
+// are MMA N (8 per mma), so a routing block of <= 8 tokens wastes no MMA work and, more to the
+// point, streams each weight byte exactly once. One producer warp runs a kStages-deep ring of
+// 1-D bulk async copies (packed atoms with an L2 evict-first policy; one activation row per
+// real token) completed on mbarriers; kWarps consumer warps dequantize (lop3 -> 128 + q,
+// sub 136, mul scale: bit-exact with the reference) straight into A fragments and issue MMAs.
+// The producer crosses item boundaries, so the copy engine never idles between items.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "chord/dequant.cuh"
+#include "chord/indexed/epilogue.cuh"
+#include "chord/indexed/params.cuh"
+#include "chord/indexed/scheduler.cuh"
+#include "chord/mma.cuh"
+#include "chord/ptx.cuh"
+
+namespace chord::indexed {
+
+// The A fragment of one mma K step from the two atom words of a lane (rows g and g + 8) and
+// the duplicated scale pairs; `shift` is 0 for the first K step and 8 for the second.
+__device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint32_t scale2) {
+  return bf16x2_mul(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scale2);
+}
+
+// Work-item lookahead of the producer: which routing block and expert an item is, and the slot
+// of this lane's token row in it (lanes >= kBM hold the sentinel).
+struct ItemRef {
+  int item;
+  int block;
+  int expert;
+  int slot;
+};
+
+template <class Cfg>
+__device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* smem, const uint32_t* list,
+                                              int valid_blocks, int used) {
+  using Header = typename Cfg::Header;
+  const int lane = threadIdx.x % 32;
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int kgroups = args.k / kAtomK;
+  const int num_kc = (kgroups + Cfg::kBKG - 1) / Cfg::kBKG;
+  const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;
+  const bool compacted = args.list_cap > 0;
+  const bool weighted = args.topk_weights != nullptr;
+  const int total = (compacted ? valid_blocks : used) * ntiles;
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  Header* headers = reinterpret_cast<Header*>(smem + Cfg::kHeaderOffset);
+  const uint64_t weight_policy = ptx::policy_evict_first();
+  const uint64_t act_policy = ptx::policy_evict_last();
+
+  // Item ids: semi-static stride, or a global atomic counter whose result is only consumed one
+  // iteration later (request now, resolve next time) so its latency hides behind streaming.
+  int pending = 0;
+  auto request = [&](int current) {
+    if constexpr (Cfg::kDynamic) {
+      if (lane == 0) pending = atomicAdd(args.counters, 1);
+    } else {
+      pending = current < 0 ? static_cast<int>(blockIdx.x) : current + static_cast<int>(gridDim.x);
+    }
+  };
+  auto resolve = [&]() -> int {
+    if constexpr (Cfg::kDynamic) {
+      return __shfl_sync(0xffffffffu, pending, 0);
+    } else {
+      return pending;
+    }
+  };
+  // Block, expert and (in flight) slot id of an item.
+  auto lookup = [&](int it) -> ItemRef {
+    ItemRef ref{it, -1, -1, args.num_slots};
+    if (it >= total) return ref;
+    const int cb = it / ntiles;
+    if (compacted) {
+      const uint32_t entry = list[cb];
+      ref.block = static_cast<int>(entry & 0xffffu);
+      ref.expert = static_cast<int>(entry >> 16);
+    } else {
+      ref.block = cb;
+      ref.expert = __ldg(args.expert_ids + cb);
+    }
+    if (lane < Cfg::kBM) ref.slot = __ldg(args.sorted_token_ids + static_cast<int64_t>(ref.block) * Cfg::kBM + lane);
+    return ref;
+  };
+  auto weight_of = [&](int slot) -> float {
+    return (weighted && lane < Cfg::kBM && slot >= 0 && slot < args.num_slots) ? __ldg(args.topk_weights + slot)
+                                                                               : 1.0f;
+  };
+
+  // Lookahead: item 0 is streamed now; item 1's slots and item 2's id are in flight.
+  request(-1);
+  ItemRef cur = lookup(resolve());
+  request(cur.item);
+  ItemRef nxt = lookup(resolve());
+  request(nxt.item);
+  float cur_weight = weight_of(cur.slot);
+
+  int stage = 0;
+  uint32_t phase = 0;
+  while (cur.item < total) {
+    const float nxt_weight = weight_of(nxt.slot);  // nxt.slot was loaded one item ago
+    const ItemRef after = lookup(resolve());        // its slot load stays in flight
+    request(after.item);
+    const int slot = cur.slot;
+    if (static_cast<unsigned>(cur.expert) < static_cast<unsigned>(args.num_experts)) {
+      const int ntile = cur.item - (cur.item / ntiles) * ntiles;
+      const bool real = lane < Cfg::kBM && slot >= 0 && slot < args.num_slots;
+      const int num_real = __popc(__ballot_sync(0xffffffffu, real));
+      const int atoms = min(Cfg::kAtomsN, n16 - ntile * Cfg::kAtomsN);
+      // Run `lane` (< kRuns): one 64-channel tile row block of this CTA tile, `run_rows` atom rows.
+      const int run_row0 = ntile * Cfg::kAtomsN + lane * kTileRows;
+      const int run_rows = min(kTileRows, n16 - run_row0);
+      const int32_t* wsrc = args.tiles + (static_cast<int64_t>(cur.expert) * n16 * kgroups +
+                                          static_cast<int64_t>(run_row0) * kgroups) * kAtomWords;
+      const __nv_bfloat16* arow = args.a + static_cast<int64_t>(real ? slot / args.top_k : 0) * args.k;
+      for (int kc = 0; kc < num_kc; ++kc) {
+        const int nkg = min(Cfg::kBKG, kgroups - kc * Cfg::kBKG);
+        ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
+        Header& h = headers[stage];
+        if (lane < Cfg::kBM) {
+          h.slots[lane] = slot;
+          h.weights[lane] = cur_weight;
+        }
+        if (lane == 0) {
+          h.item = cur.item;
+          h.kc = kc;
+          h.ntile = ntile;
+        }
+        __syncwarp();
+        const uint32_t full = full0 + stage * 8;
+        if (lane == 0) {
+          ptx::mbarrier_arrive_expect_tx(
+              full, static_cast<uint32_t>((atoms * kAtomBytes + num_real * 64) * nkg));
+        }
+        __syncwarp();
+        const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
+        if (lane < Cfg::kRuns && run_rows > 0) {
+          // Whole K tiles of one 64-channel block are adjacent: one contiguous run per stage.
+          ptx::bulk_copy_g2s(dst + lane * Cfg::kRunBytes,
+                             wsrc + static_cast<int64_t>(run_rows) * kc * Cfg::kBKG * kAtomWords,
+                             run_rows * nkg * kAtomBytes, full, weight_policy);
+        }
+        if (real) {
+          ptx::bulk_copy_g2s(dst + Cfg::kStageWeightBytes + lane * Cfg::kActRowBytes,
+                             arow + kc * Cfg::kBK, nkg * 64, full, act_policy);
+        }
+        if (++stage == Cfg::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
+      }
+    }
+    cur = nxt;
+    cur_weight = nxt_weight;
+    nxt = after;
+  }
+  // End marker: consumers stop when they see item -1.
+  ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
+  if (lane == 0) {
+    headers[stage].item = -1;
+    ptx::mbarrier_arrive(full0 + stage * 8);
+  }
+}
+
+// Shared-memory operands of one K group (32 K) for one consumer warp: B fragments of the token
+// tiles and, per atom row, the two code words and the scale pair of this lane.
+template <class Cfg>
+struct GroupOperands {
+  uint4 b[Cfg::kNT];
+  uint2 w[Cfg::kMT];
+  uint32_t sc[Cfg::kMT];
+};
+
+template <class Cfg, bool kFull>
+__device__ __forceinline__ void load_group(GroupOperands<Cfg>& op, int kg, const uint8_t* const (&wrow)[Cfg::kMT],
+                                           const int (&row_in_tile)[Cfg::kMT], const int (&run_rows)[Cfg::kMT],
+                                           const uint8_t* act, int nkg, int lane) {
+#pragma unroll
+  for (int j = 0; j < Cfg::kNT; ++j) {
+    op.b[j] = *reinterpret_cast<const uint4*>(act + j * 8 * Cfg::kActRowBytes + kg * 64);
+  }
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMT; ++mt) {
+    // K tile kt = kg / 8 of the run starts after kt tiles of run_rows x 8 atoms; inside it rows
+    // are `width` atoms wide (8 except in a short last tile).
+    const int kt = kg / kTileGroups;
+    const int width = kFull ? kTileGroups : min(kTileGroups, nkg - kt * kTileGroups);
+    const uint8_t* atom =
+        wrow[mt] + (run_rows[mt] * kt * kTileGroups + row_in_tile[mt] * width + kg % kTileGroups) * kAtomBytes;
+    op.w[mt] = *reinterpret_cast<const uint2*>(atom + lane * 8);
+    op.sc[mt] = *reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][Cfg::kNT][4],
+                                          const GroupOperands<Cfg>& op, int chain) {
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMT; ++mt) {
+    const uint32_t s_lo = __byte_perm(op.sc[mt], 0, 0x1010);  // (s_g, s_g)
+    const uint32_t s_hi = __byte_perm(op.sc[mt], 0, 0x3232);  // (s_g+8, s_g+8)
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint32_t a0 = dequant_pair(op.w[mt].x, 8 * ks, s_lo);
+      const uint32_t a2 = dequant_pair(op.w[mt].x, 8 * ks + 4, s_lo);
+      const uint32_t a1 = dequant_pair(op.w[mt].y, 8 * ks, s_hi);
+      const uint32_t a3 = dequant_pair(op.w[mt].y, 8 * ks + 4, s_hi);
+#pragma unroll
+      for (int j = 0; j < Cfg::kNT; ++j) {
+        mma::m16n8k16_bf16(acc[chain][mt][j], a0, a1, a2, a3, ks ? op.b[j].z : op.b[j].x,
+                           ks ? op.b[j].w : op.b[j].y);
+      }
+    }
+  }
+}
+
+// One stage of MMAs for one consumer warp. kFull: the stage holds kBKG whole-width K groups
+// (every stage but a short last one), so shared offsets are constants plus a per-row base and
+// nothing branches inside the unrolled loop; operands of group kg + 1 are loaded while group kg
+// is dequantized and multiplied.
+template <class Cfg, bool kFull>
+__device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][Cfg::kNT][4],
+                                          const uint8_t* const (&wrow)[Cfg::kMT],
+                                          const int (&row_in_tile)[Cfg::kMT],
+                                          const int (&run_rows)[Cfg::kMT], const uint8_t* act, int nkg,
+                                          int lane) {
+  GroupOperands<Cfg> op[2];
+  load_group<Cfg, kFull>(op[0], 0, wrow, row_in_tile, run_rows, act, nkg, lane);
+#pragma unroll
+  for (int kg = 0; kg < Cfg::kBKG; ++kg) {
+    if (!kFull && kg >= nkg) break;
+    if (kg + 1 < Cfg::kBKG && (kFull || kg + 1 < nkg)) {
+      load_group<Cfg, kFull>(op[(kg + 1) % 2], kg + 1, wrow, row_in_tile, run_rows, act, nkg, lane);
+    }
+    mma_group<Cfg>(acc, op[kg % 2], kg % Cfg::kChains);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* smem, int warp) {
+  using Header = typename Cfg::Header;
+  constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kChains = Cfg::kChains;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int kgroups = args.k / kAtomK;
+  const int num_kc = (kgroups + Cfg::kBKG - 1) / Cfg::kBKG;
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
+
+  float acc[kChains][kMT][kNT][4];
+  int stage = 0;
+  uint32_t phase = 0;
+  for (;;) {
+    ptx::mbarrier_wait(full0 + stage * 8, phase);
+    const Header& h = headers[stage];
+    const int item = h.item;
+    if (item < 0) break;
+    const int kc = h.kc, ntile = h.ntile;
+    if (kc == 0) {
+#pragma unroll
+      for (int c = 0; c < kChains; ++c)
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+          for (int j = 0; j < kNT; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[c][mt][j][r] = 0.0f;
+    }
+    const int nkg = min(Cfg::kBKG, kgroups - kc * Cfg::kBKG);
+    const uint8_t* stage_ptr = smem + stage * Cfg::kStageBytes;
+    // Atom row r = warp * kMT + mt of the CTA tile lives in run r / 4 (a 64-channel tile), row r % 4.
+    // Rows past N read stale shared memory; their results are never stored.
+    int row_in_tile[kMT], run_rows[kMT];
+    const uint8_t* wrow[kMT];
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt) {
+      const int r = warp * kMT + mt;
+      const int run = r / kTileRows;
+      row_in_tile[mt] = r % kTileRows;
+      run_rows[mt] = max(1, min(kTileRows, n16 - (ntile * Cfg::kAtomsN + run * kTileRows)));
+      wrow[mt] = stage_ptr + run * Cfg::kRunBytes;
+    }
+    const uint8_t* act = stage_ptr + Cfg::kStageWeightBytes + g * Cfg::kActRowBytes + t * 16;
+    if (nkg == Cfg::kBKG) {
+      mma_stage<Cfg, true>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
+    } else {
+      mma_stage<Cfg, false>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
+    }
+    const bool last = kc == num_kc - 1;
+    // Epilogue inputs are read from this stage's header and used (chains summed and scaled by
+    // the top-k weight, row pointers formed from the slots) before the stage is released, so no
+    // shared load is still in flight when the producer may overwrite the header.
+    __nv_bfloat16* rows[kNT][2];
+    if (last) {
+#pragma unroll
+      for (int j = 0; j < kNT; ++j)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int slot = h.slots[j * 8 + 2 * t + i];
+          const float weight = h.weights[j * 8 + 2 * t + i];
+          rows[j][i] = slot < args.num_slots ? args.out + static_cast<int64_t>(slot) * args.n : nullptr;
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+            for (int r = i; r < 4; r += 2) {  // regs 0/2: token 2t, regs 1/3: token 2t + 1
+              float sum = acc[0][mt][j][r];
+#pragma unroll
+              for (int c = 1; c < kChains; ++c) sum += acc[c][mt][j][r];
+              acc[0][mt][j][r] = sum * weight;
+            }
+        }
+    }
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(empty0 + stage * 8);
+    if (++stage == Cfg::kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+    if (last) {
+      const int atom0 = ntile * Cfg::kAtomsN + warp * kMT;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if (atom0 + mt < n16) {
+#pragma unroll
+          for (int j = 0; j < kNT; ++j) {
+            store_tile(args.n, acc[0][mt][j], (atom0 + mt) * kAtomN + g, rows[j][0], rows[j][1]);
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void decode_kernel(const DecodeArgs& args) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int warp = threadIdx.x / 32;
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      ptx::mbarrier_init(full0 + s * 8, 1);
+      ptx::mbarrier_init(empty0 + s * 8, Cfg::kWarps);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  uint32_t* list = reinterpret_cast<uint32_t*>(smem + Cfg::kListOffset);
+  int* scratch = reinterpret_cast<int*>(smem + Cfg::kScratchOffset);
+  const int used = used_blocks(args, Cfg::kBM);
+  int valid_blocks = 0;
+  if (args.list_cap > 0) valid_blocks = compact_blocks<Cfg::kThreads>(args, used, list, scratch);
+  __syncthreads();  // barrier initialisation (and the list) visible to every warp
+  if (warp == Cfg::kWarps) {
+    producer_loop<Cfg>(args, smem, list, valid_blocks, used);
+  } else {
+    zero_invalid_blocks(args, used, Cfg::kBM, warp, Cfg::kWarps);
+    consumer_loop<Cfg>(args, smem, warp);
+  }
+  if constexpr (Cfg::kDynamic) {
+    // The last CTA out resets the counters for the next launch (graph replays included).
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence();
+      const int done = atomicAdd(args.counters + 1, 1);
+      if (done == static_cast<int>(gridDim.x) - 1) {
+        args.counters[0] = 0;
+        args.counters[1] = 0;
+        __threadfence();
+      }
+    }
+  }
+}
+
+}  // namespace chord::indexed

@@ -1,0 +1,56 @@
+// Work schedule of the indexed decode kernel.
+//
+// A work item is (routing block, N tile): the full K of BN output channels of one expert for the
+// block's tokens. Every CTA first compacts the routing blocks that hold a local expert (expert id
+// in [0, E) and inside num_tokens_post_padded, read on the device) into a shared-memory list, so
+// items are dense and equal-sized. Semi-static schedule: CTA c takes items c, c + G, c + 2G ...;
+// dynamic schedule: the producer takes the next item from a global atomic counter (the last CTA
+// to finish resets the counters, so the kernel stays CUDA-graph replayable).
+#pragma once
+
+#include <cstdint>
+
+#include "chord/indexed/params.cuh"
+
+namespace chord::indexed {
+
+__device__ __forceinline__ int used_blocks(const DecodeArgs& args, int block_m) {
+  const int padded = __ldg(args.num_tokens_post_padded);
+  const int used = (max(padded, 0) + block_m - 1) / block_m;
+  return min(used, args.num_blocks);
+}
+
+// Compact the valid blocks of [0, used) into `list` (entries: block | expert << 16). All threads
+// of the CTA call it; returns the number of valid blocks.
+template <int kThreads>
+__device__ __forceinline__ int compact_blocks(const DecodeArgs& args, int used, uint32_t* list,
+                                              int* scratch) {
+  constexpr int kNumWarps = kThreads / 32;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  int count = 0;
+  for (int base = 0; base < used; base += kThreads) {
+    const int idx = base + tid;
+    int expert = -1;
+    if (idx < used) expert = __ldg(args.expert_ids + idx);
+    const bool valid = idx < used && static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts);
+    const unsigned mask = __ballot_sync(0xffffffffu, valid);
+    if (lane == 0) scratch[warp] = __popc(mask);
+    __syncthreads();
+    int offset = count, total = 0;
+#pragma unroll
+    for (int w = 0; w < kNumWarps; ++w) {
+      const int c = scratch[w];
+      offset += w < warp ? c : 0;
+      total += c;
+    }
+    if (valid) {
+      const int pos = offset + __popc(mask & ((1u << lane) - 1u));
+      if (pos < args.list_cap) list[pos] = static_cast<uint32_t>(idx) | (static_cast<uint32_t>(expert) << 16);
+    }
+    __syncthreads();
+    count += total;
+  }
+  return count;
+}
+
+}  // namespace chord::indexed

@@ -1,0 +1,143 @@
+"""Decode-kernel configuration: tile shape, pipeline depth and CTAs per SM from the GEMM shape.
+
+Every choice here is host-side arithmetic on shapes only (no device reads), so dispatch never
+synchronizes and is memoized per shape. docs/optimization.md records the measurements behind the
+defaults.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from chord_kernels.errors import ChordInputError
+from chord_kernels.packed import PackedWeight
+
+ATOM_BYTES = 288
+SMEM_PER_SM = 233_472
+"""Shared memory per SM on H200/B200 (228 KiB)."""
+SMEM_RESERVED_PER_CTA = 1024
+"""The driver reserves 1 KiB of shared memory per resident CTA."""
+LIST_RESERVE = 4096
+"""Shared bytes kept for the compacted routing-block list (1024 blocks) when sizing stages."""
+BLOCK_MS = (8, 16, 24, 32)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """One instantiation of ``chord::indexed::DecodeConfig`` plus its launch shape."""
+
+    block_m: int
+    warps: int = 4
+    mt: int = 1
+    """16-channel atoms per consumer warp; the CTA's N tile is ``16 * warps * mt``."""
+    bk: int = 256
+    stages: int = 3
+    ctas_per_sm: int = 4
+    dynamic: bool = False
+
+    def __post_init__(self) -> None:
+        if self.block_m not in BLOCK_MS:
+            raise ChordInputError(f"block_m: expected one of {list(BLOCK_MS)}, got {self.block_m}")
+        if self.bk % 256 or self.bk <= 0:
+            raise ChordInputError(f"bk: expected a positive multiple of 256 (whole K tiles), got {self.bk}")
+        if (self.warps * self.mt) % 4:
+            raise ChordInputError(f"warps * mt: expected a multiple of 4 (whole 64-channel tiles), got {self}")
+        if self.stages < 2 or self.warps < 1 or self.mt < 1 or self.ctas_per_sm < 1:
+            raise ChordInputError(f"invalid decode config {self}")
+
+    @property
+    def threads(self) -> int:
+        return (self.warps + 1) * 32
+
+    @property
+    def block_n(self) -> int:
+        return 16 * self.warps * self.mt
+
+    @property
+    def stage_bytes(self) -> int:
+        weights = self.warps * self.mt * (self.bk // 32) * ATOM_BYTES
+        acts = self.block_m * (self.bk * 2 + 64)
+        return (weights + acts + 127) // 128 * 128
+
+    def smem_bytes(self, list_cap: int) -> int:
+        """Dynamic shared memory; mirrors ``DecodeConfig::smem_bytes`` in params.cuh."""
+        header = (16 + 8 * self.block_m + 15) // 16 * 16
+        header_offset = self.stages * self.stage_bytes + 16 * self.stages
+        return header_offset + self.stages * header + 64 + 4 * list_cap
+
+    def per_cta_budget(self) -> int:
+        return SMEM_PER_SM // self.ctas_per_sm - SMEM_RESERVED_PER_CTA
+
+    def template_args(self) -> str:
+        dyn = "true" if self.dynamic else "false"
+        return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {dyn}"
+
+
+def max_stages(block_m: int, *, warps: int = 4, mt: int = 1, bk: int = 256, ctas_per_sm: int = 4,
+               limit: int = 8) -> int:
+    """Deepest ring that fits ``ctas_per_sm`` CTAs per SM with room for the block list."""
+    probe = DecodeConfig(block_m=block_m, warps=warps, mt=mt, bk=bk, stages=2, ctas_per_sm=ctas_per_sm)
+    one = probe.smem_bytes(0) - DecodeConfig(block_m=block_m, warps=warps, mt=mt, bk=bk, stages=3,
+                                             ctas_per_sm=ctas_per_sm).smem_bytes(0)
+    per_stage, fixed = -one, probe.smem_bytes(0) + 2 * one
+    budget = probe.per_cta_budget() - LIST_RESERVE
+    return max(2, min(limit, (budget - fixed) // per_stage))
+
+
+def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
+    """Routing block size for the decode kernel: the token tile that (almost) never splits an expert.
+
+    ``num_slots`` counts the rows routed to ``weight``'s experts (for expert parallelism with
+    global top-k ids, scale the slot count by local / global experts). Uniform routing puts a
+    Poisson(tok_e) number of rows on an expert; an expert with more rows than ``block_m`` streams
+    its weights once per block, so block_m is the smallest tile with a small overflow chance.
+    """
+    if num_slots < 0:
+        raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
+    tok_e = num_slots / max(1, weight.num_experts)
+    if tok_e <= 3.5:
+        return 8
+    if tok_e <= 9.0:
+        return 16
+    if tok_e <= 14.0:
+        return 24
+    return 32
+
+
+@functools.lru_cache(maxsize=256)
+def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
+    """Default configuration for an indexed decode GEMM of ``N x K`` with ``block_m`` tokens.
+
+    Measured on the H200 (docs/optimization.md, 2026-11-30): with 8-token blocks, long-K GEMMs
+    (K a multiple of 512: Kimi gate_up and EP8 down) stream best with 512-wide K stages (18 KB of
+    weights per stage, two stages, four CTAs per SM); the TP8 down GEMM (K = 256, one stage per
+    item) with 128-channel CTA tiles and three CTAs per SM. Every other shape keeps the general
+    configuration (64 x 256 stages, four CTAs per SM).
+    """
+    if block_m == 8 and k >= 1024 and k % 512 == 0:
+        return DecodeConfig(block_m=8, bk=512, stages=2, ctas_per_sm=4)
+    if block_m == 8 and k == 256 and n % 128 == 0:
+        return DecodeConfig(block_m=8, mt=2, bk=256, stages=3, ctas_per_sm=3)
+    return general_config(block_m)
+
+
+@functools.lru_cache(maxsize=16)
+def general_config(block_m: int) -> DecodeConfig:
+    """The shape-independent configuration (64 x 256 stages), also the fallback when a
+    specialised one has no shared memory left for a long routing-block list."""
+    # Several CTAs per SM keep ~50 KB of weights in flight per SM (Little's law at ~1.4 us);
+    # wider token tiles need more shared memory per stage, so they run fewer CTAs.
+    ctas = 4 if block_m <= 16 else 3
+    stages = max_stages(block_m, bk=256, ctas_per_sm=ctas)
+    return DecodeConfig(block_m=block_m, bk=256, stages=stages, ctas_per_sm=ctas)
+
+
+def grid_size(config: DecodeConfig, num_sms: int, max_items: int) -> int:
+    """CTAs to launch: every SM filled, never more CTAs than possible work items."""
+    return max(1, min(num_sms * config.ctas_per_sm, max_items))
+
+
+def ntiles(n: int, config: DecodeConfig) -> int:
+    return math.ceil(math.ceil(n / 16) / (config.warps * config.mt))

@@ -1,0 +1,141 @@
+"""The indexed decode layout: compressed-tensors int4 weights permuted into mma.sync A fragments.
+
+The unit is an *atom*: 16 output channels (N) x 32 input channels (K, one scale group) of one
+expert, 288 bytes = 72 int32 words, in the order a warp consumes it:
+
+* words ``[0, 64)``: for lane ``l`` (``g = l // 4``, ``t = l % 4``) words ``2l`` and ``2l + 1`` hold
+  the 8 codes of channel ``g`` and channel ``g + 8`` for K columns ``8t .. 8t+7`` of the group
+  (exactly compressed-tensors word ``t`` of the group), with nibbles reordered so that even
+  columns sit in bits 0-15 and odd columns in bits 16-31: stored nibble ``p`` holds column
+  ``[0, 2, 4, 6, 1, 3, 5, 7][p]``. ``(word >> 4j) & 0x000F000F`` then yields the column pair
+  ``(2j, 2j + 1)`` in the two bf16 halves, which is one A-fragment register of
+  ``mma.m16n8k16`` (and of ``wgmma`` with A from registers) under the K permutation documented in
+  docs/optimization.md.
+* words ``[64, 72)``: word ``g`` packs the bf16 scales of channel ``g`` (bits 0-15) and channel
+  ``g + 8`` (bits 16-31).
+
+Atoms are grouped into *tiles* of 64 channels x 256 K (4 x 8 atoms, 9216 bytes): tile
+``(nt, kt)`` of an expert holds atom rows ``4nt .. 4nt+3`` and scale groups ``8kt .. 8kt+7``,
+ordered ``[row][group]``. Tiles of one 64-channel block follow each other along K, and blocks
+follow each other along N, so the weights of any 64k channels x 256m K range of an expert are
+contiguous runs the kernel fetches with one 1-D bulk async copy each (9 KB or more per copy;
+on the H200 bulk copies of 1152 bytes stream at 3.5 TB/s, of >= 2304 bytes at 4.5 TB/s, see
+docs/optimization.md). Edge tiles are
+narrower (fewer rows when ``ceil(N/16) % 4 != 0``, fewer groups when ``(K/32) % 8 != 0``) and stay
+dense: the atom ``(r, g)`` of an expert sits at index ``4 KG nt + rows(nt) 8 kt + (r % 4) w(kt) + g % 8``
+with ``nt = r // 4``, ``kt = g // 8``, ``rows(nt) = min(4, N16 - 4 nt)``, ``w(kt) = min(8, KG - 8 kt)``.
+
+The tensor ``tiles`` is int32 ``[E, ceil(N/16) * K/32, 72]``. Channels past ``N`` are padding
+(code 8, scale 0). Bytes per weight stay 0.5625, the same as the source. The layout is identical
+for every profile (the TP8 prefill kernel reads the same bytes: a tile is exactly a 64-row
+warpgroup M tile of ``wgmma`` with A from registers); the profile records which kernels and
+heuristics the weight was packed for.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from chord_kernels.errors import ChordInputError
+from chord_kernels.formats import GROUP_SIZE, check_quantized
+from chord_kernels.packed import PackedWeight, register_layout
+
+ATOM_N = 16
+"""Output channels per atom (mma M)."""
+ATOM_K = GROUP_SIZE
+"""Input channels per atom (one scale group, two mma K steps)."""
+ATOM_WORDS = 72
+"""int32 words per atom: 64 of codes, 8 of scale pairs."""
+TILE_ROWS = 4
+"""Atom rows (16 channels each) per tile: 64 channels."""
+TILE_GROUPS = 8
+"""Scale groups (32 K each) per tile: 256 K."""
+PROFILES: tuple[str, ...] = ("h200_ep8", "h200_tp8", "b200_ep8", "b300_ep8")
+"""``h200_ep8`` decode, ``h200_tp8`` (shared by decode and the prefill kernel), and the Blackwell
+decode profiles (compile-checked only)."""
+LAYOUT_VERSION = 1
+
+
+def atom_positions(n16: int, kg: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Index in the packed atom sequence of atom ``(r, g)``, as int64 ``[n16, kg]``."""
+    r = torch.arange(n16, device=device).unsqueeze(1)
+    g = torch.arange(kg, device=device).unsqueeze(0)
+    nt, kt = r // TILE_ROWS, g // TILE_GROUPS
+    rows = (n16 - TILE_ROWS * nt).clamp(max=TILE_ROWS)
+    width = (kg - TILE_GROUPS * kt).clamp(max=TILE_GROUPS)
+    return TILE_ROWS * kg * nt + rows * TILE_GROUPS * kt + (r % TILE_ROWS) * width + g % TILE_GROUPS
+
+# Stored nibble p holds source column _NIBBLE_ORDER[p] of the word.
+_NIBBLE_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+_INVERSE_ORDER = tuple(_NIBBLE_ORDER.index(c) for c in range(8))
+
+
+def _permute_nibbles(words: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
+    """Nibble ``p`` of the result is nibble ``order[p]`` of ``words`` (int32, bit-exact)."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    out = torch.zeros_like(w)
+    for p, c in enumerate(order):
+        out |= ((w >> (4 * c)) & 0xF) << (4 * p)
+    return torch.where(out >= 1 << 31, out - (1 << 32), out).to(torch.int32)
+
+
+class IndexedLayout:
+    """Layout ``"indexed"``: see the module docstring."""
+
+    name = "indexed"
+    family = "indexed"
+    mode = "indexed"
+    version = LAYOUT_VERSION
+    profiles = PROFILES
+
+    def pack(self, packed: torch.Tensor, scales: torch.Tensor, profile: str, **options) -> PackedWeight:
+        if options:
+            raise ChordInputError(f"the indexed layout takes no options, got {sorted(options)}")
+        if profile not in PROFILES:
+            raise ChordInputError(f"profile: expected one of {list(PROFILES)}, got {profile!r}")
+        n, k = check_quantized(packed, scales)
+        if packed.dim() == 2:
+            packed, scales = packed.unsqueeze(0), scales.unsqueeze(0)
+        e, kg = packed.shape[0], k // ATOM_K
+        n16 = -(-n // ATOM_N)
+        pad = n16 * ATOM_N - n
+        if pad:
+            packed = torch.cat([packed, packed.new_full((e, pad, k // 8), 0x88888888 - (1 << 32))], 1)
+            scales = torch.cat([scales, scales.new_zeros((e, pad, kg))], 1)
+        # words [E, n16, h, g, kg, t] -> [E, n16, kg, g, t, h]: lane = 4g + t, word = 2 lane + h.
+        words = _permute_nibbles(packed, _NIBBLE_ORDER).reshape(e, n16, 2, 8, kg, 4)
+        words = words.permute(0, 1, 4, 3, 5, 2).reshape(e, n16, kg, 64)
+        # scales [E, n16, h, g, kg] -> [E, n16, kg, g, h] -> bf16 pairs viewed as int32.
+        sc = scales.reshape(e, n16, 2, 8, kg).permute(0, 1, 4, 3, 2).contiguous()
+        sc = sc.view(torch.int32).reshape(e, n16, kg, 8)
+        atoms = torch.cat([words, sc], dim=-1).reshape(e, n16 * kg, ATOM_WORDS)
+        tiles = torch.empty_like(atoms)
+        tiles[:, atom_positions(n16, kg, atoms.device).reshape(-1)] = atoms
+        return PackedWeight(
+            layout=self.name, family=self.family, mode=self.mode, profile=profile,
+            layout_version=self.version, num_experts=e, n=n, k=k, group_size=GROUP_SIZE,
+            tensors={"tiles": tiles},
+            options={"atom_n": ATOM_N, "atom_k": ATOM_K, "tile_n": ATOM_N * TILE_ROWS,
+                     "tile_k": ATOM_K * TILE_GROUPS},
+        )
+
+    def unpack(self, weight: PackedWeight) -> tuple[torch.Tensor, torch.Tensor]:
+        weight.require(family=self.family, mode=self.mode, layout_version=self.version,
+                       what="the indexed layout's unpack")
+        tiles = weight.tensors.get("tiles")
+        e, n, k = weight.num_experts, weight.n, weight.k
+        kg, n16 = k // ATOM_K, -(-n // ATOM_N)
+        if tiles is None or tuple(tiles.shape) != (e, n16 * kg, ATOM_WORDS) or tiles.dtype != torch.int32:
+            got = None if tiles is None else (tuple(tiles.shape), tiles.dtype)
+            raise ChordInputError(
+                f"indexed weight: expected tensor 'tiles' int32 {[e, n16 * kg, ATOM_WORDS]}, got {got}"
+            )
+        tiles = tiles[:, atom_positions(n16, kg, tiles.device).reshape(-1)].reshape(e, n16, kg, ATOM_WORDS)
+        words = tiles[..., :64].reshape(e, n16, kg, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)
+        packed = _permute_nibbles(words.reshape(e, n16 * ATOM_N, k // 8), _INVERSE_ORDER)
+        sc = tiles[..., 64:].contiguous().view(torch.bfloat16).reshape(e, n16, kg, 8, 2)
+        scales = sc.permute(0, 1, 4, 3, 2).reshape(e, n16 * ATOM_N, kg)
+        return packed[:, :n].contiguous(), scales[:, :n].contiguous()
+
+
+INDEXED_LAYOUT = register_layout(IndexedLayout())

@@ -1,0 +1,233 @@
+"""The indexed decode kernel against the reference on a GPU: fresh random data, poisoned outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import pytest
+import torch
+
+import chord_kernels
+from chord_kernels import reference
+from chord_kernels.errors import ChordInputError, ChordLayoutError
+from chord_kernels.indexed import choose_config, fused_moe, gemm
+from chord_kernels.routing import align_block_size
+
+pytestmark = pytest.mark.gpu
+REL_TOL = 5e-3
+
+
+def _weights(e: int, n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform random codes (whole int32 words) and scales in [0.5, 1.5] * 0.02, on the GPU."""
+    words = torch.randint(0, 1 << 32, (e, n, k // 8), generator=gen, device="cuda", dtype=torch.int64)
+    packed = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
+    scales = ((torch.rand(e, n, k // 32, generator=gen, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
+    return packed, scales
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((out.float() - ref.float()).norm() / ref.float().norm().clamp_min(1e-30)).item()
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    name: str
+    experts: int
+    n: int
+    k: int
+    rows: int
+    top_k: int
+    block_m: int = 8
+    routing: str = "uniform"  # uniform | hot | sparse | mapped
+    weighted: bool = False
+    dynamic: bool = False
+
+
+CASES = [
+    Case("ep8_gate_up", 48, 4096, 7168, 160, 1),
+    Case("ep8_down_weighted", 48, 7168, 2048, 160, 1, weighted=True),
+    Case("tp8_gate_up", 384, 512, 7168, 160, 8),
+    Case("tp8_down_weighted", 384, 7168, 256, 1280, 1, weighted=True),
+    Case("ep8_tok16_bm32", 48, 4096, 7168, 768, 1, block_m=32),
+    Case("odd_bm8", 5, 40, 96, 7, 3),
+    Case("odd_bm16", 5, 40, 96, 7, 3, block_m=16),
+    Case("odd_bm24_weighted", 5, 72, 160, 11, 2, block_m=24, weighted=True),
+    Case("odd_bm32", 3, 24, 32, 9, 2, block_m=32),
+    Case("m1", 6, 16, 32, 1, 2),
+    Case("one_hot_expert", 4, 72, 160, 50, 1, routing="hot"),
+    Case("empty_experts", 8, 48, 224, 20, 2, routing="sparse"),
+    Case("expert_map", 16, 48, 64, 33, 4, routing="mapped", weighted=True),
+    Case("expert_map_bm16", 16, 136, 320, 40, 4, block_m=16, routing="mapped"),
+    Case("dynamic_schedule", 24, 256, 1024, 96, 2, dynamic=True),
+]
+
+
+def _routing(case: Case, gen: torch.Generator):
+    """topk_ids over the global experts and the expert_map (None unless the case maps experts)."""
+    global_e = case.experts * 4 if case.routing == "mapped" else case.experts
+    if case.routing == "hot":
+        ids = torch.full((case.rows, case.top_k), 2, dtype=torch.int64, device="cuda")
+    elif case.routing == "sparse":
+        pick = torch.tensor([0, 3], device="cuda")
+        ids = pick[torch.randint(0, 2, (case.rows, case.top_k), generator=gen, device="cuda")]
+    else:
+        # Distinct experts per row (as a real router picks), uniform over the global experts.
+        ids = torch.rand(case.rows, global_e, generator=gen, device="cuda").argsort(dim=1)[:, :case.top_k]
+    expert_map = None
+    if case.routing == "mapped":
+        expert_map = torch.full((global_e,), -1, dtype=torch.int32, device="cuda")
+        local = torch.randperm(global_e, generator=gen, device="cuda")[:case.experts]
+        expert_map[local] = torch.arange(case.experts, dtype=torch.int32, device="cuda")
+    return ids, global_e, expert_map
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_gemm_matches_reference(case: Case) -> None:
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(case.name.encode()))
+    packed, scales = _weights(case.experts, case.n, case.k, gen)
+    profile = "h200_tp8" if case.name.startswith("tp8") else "h200_ep8"
+    pw = chord_kernels.pack("indexed", packed, scales, profile=profile)
+    ids, global_e, expert_map = _routing(case, gen)
+    r = align_block_size(ids, case.block_m, global_e, expert_map)
+    a = torch.randn(case.rows, case.k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(case.rows, case.top_k, generator=gen, device="cuda") if case.weighted else None
+    config = None
+    if case.dynamic:
+        config = dataclasses.replace(choose_config(case.n, case.k, case.block_m), dynamic=True)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    outs = []
+    for _ in range(2):
+        out = torch.full((case.rows * case.top_k, case.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(a, pw, *args, block_m=case.block_m, top_k=case.top_k, topk_weights=tw, out=out, config=config)
+        outs.append(out)
+    torch.cuda.synchronize()
+    ref = reference.indexed_gemm(a, (packed, scales), *args, block_m=case.block_m, top_k=case.top_k,
+                                 topk_weights=tw)
+    assert not outs[0].isnan().any(), "some output rows were never written"
+    assert _rel_err(outs[0], ref) <= REL_TOL
+    assert torch.equal(outs[0], outs[1]), "repeated runs differ"
+    zero_rows = (ref == 0).all(dim=1)
+    if case.routing == "mapped":
+        assert zero_rows.any()
+        assert (outs[0][zero_rows] == 0).all(), "rows of non-local experts must be zero"
+
+
+def test_default_output_and_weight_dtype_bf16() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    packed, scales = _weights(4, 32, 64, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.randint(0, 4, (9, 2), generator=gen, device="cuda")
+    r = align_block_size(ids, 8, 4)
+    a = torch.randn(9, 64, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(9, 2, generator=gen, device="cuda").to(torch.bfloat16)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    out = gemm(a, pw, *args, block_m=8, top_k=2, topk_weights=tw)
+    ref = reference.indexed_gemm(a, pw, *args, block_m=8, top_k=2, topk_weights=tw)
+    assert out.shape == (18, 32) and out.dtype == torch.bfloat16
+    assert _rel_err(out, ref) <= REL_TOL
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_fused_moe_matches_reference(mapped: bool) -> None:
+    gen = torch.Generator(device="cuda").manual_seed(5 + mapped)
+    e_local, hidden_size, inter, m, top_k = 8, 512, 128, 13, 3
+    e_global = 32 if mapped else e_local
+    w13 = _weights(e_local, 2 * inter, hidden_size, gen)
+    w2 = _weights(e_local, hidden_size, inter, gen)
+    p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
+    p2 = chord_kernels.pack("indexed", *w2, profile="h200_ep8")
+    hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
+    ids = torch.rand(m, e_global, generator=gen, device="cuda").argsort(dim=1)[:, :top_k].to(torch.int32)
+    weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    expert_map = None
+    if mapped:
+        expert_map = torch.full((e_global,), -1, dtype=torch.int64, device="cuda")
+        expert_map[torch.arange(0, e_global, 4, device="cuda")] = torch.arange(e_local, device="cuda")
+    out = fused_moe(hidden, p13, p2, weights, ids, global_num_experts=e_global, expert_map=expert_map)
+    ref = reference.moe_layer(hidden, w13, w2, weights, ids, global_num_experts=e_global,
+                              expert_map=expert_map)
+    assert out.shape == (m, hidden_size) and out.dtype == torch.bfloat16
+    assert _rel_err(out, ref) <= REL_TOL
+
+
+def test_cuda_graph_capture_and_replay() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(21)
+    e, n, k, rows, top_k, bm = 16, 256, 512, 24, 4, 8
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, bm, e)
+    static = {"sorted": r.sorted_token_ids.clone(), "experts": r.expert_ids.clone(),
+              "ntpp": r.num_tokens_post_padded.clone(),
+              "a": torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)}
+    out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
+
+    def run() -> None:
+        gemm(static["a"], pw, static["sorted"], static["experts"], static["ntpp"], block_m=bm,
+             top_k=top_k, out=out)
+
+    run()  # compile + load before capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for trial in range(3):
+        ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+        if trial == 2:
+            ids[:] = torch.arange(top_k, device="cuda")  # hot experts: fewer blocks in use
+        r = align_block_size(ids, bm, e)
+        static["sorted"].copy_(r.sorted_token_ids)
+        static["experts"].copy_(r.expert_ids)
+        static["ntpp"].copy_(r.num_tokens_post_padded)
+        static["a"].copy_(torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = reference.indexed_gemm(static["a"], (packed, scales), static["sorted"], static["experts"],
+                                     static["ntpp"], block_m=bm, top_k=top_k)
+        assert not out.isnan().any()
+        assert _rel_err(out, ref) <= REL_TOL
+
+
+def test_fused_moe_is_graph_capturable() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(23)
+    e, hidden_size, inter, m, top_k = 8, 256, 64, 6, 2
+    w13, w2 = _weights(e, 2 * inter, hidden_size, gen), _weights(e, hidden_size, inter, gen)
+    p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
+    p2 = chord_kernels.pack("indexed", *w2, profile="h200_ep8")
+    hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
+    ids = torch.randint(0, e, (m, top_k), generator=gen, device="cuda")
+    weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    fused_moe(hidden, p13, p2, weights, ids)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused_moe(hidden, p13, p2, weights, ids)
+    ids.copy_(torch.randint(0, e, (m, top_k), generator=gen, device="cuda"))
+    hidden.copy_(torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = reference.moe_layer(hidden, w13, w2, weights, ids)
+    assert _rel_err(out, ref) <= REL_TOL
+
+
+def test_errors_name_the_problem() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    packed, scales = _weights(2, 16, 64, gen)
+    a = torch.randn(4, 64, device="cuda").to(torch.bfloat16)
+    r = align_block_size(torch.zeros(4, 1, dtype=torch.int32, device="cuda"), 8, 2)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    blackwell = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
+    with pytest.raises(ChordLayoutError, match="b200_ep8"):
+        gemm(a, blackwell, *args, block_m=8, top_k=1)
+    ref_layout = chord_kernels.pack("reference", packed, scales, profile="any")
+    with pytest.raises(ChordLayoutError, match="family"):
+        gemm(a, ref_layout, *args, block_m=8, top_k=1)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    with pytest.raises(ChordInputError, match="K=64"):
+        gemm(a[:, :32].contiguous(), pw, *args, block_m=8, top_k=1)
+    with pytest.raises(ChordInputError, match="out"):
+        gemm(a, pw, *args, block_m=8, top_k=1, out=torch.empty(4, 8, dtype=torch.bfloat16, device="cuda"))
+    with pytest.raises(ChordInputError, match="block_m"):
+        gemm(a, pw, *args, block_m=12, top_k=1)

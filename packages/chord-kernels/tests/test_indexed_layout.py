@@ -1,0 +1,181 @@
+"""CPU tests of the indexed decode layout, its fragment algebra, and the dispatch heuristics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import chord_kernels
+from chord_kernels import formats
+from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordUnsupportedError
+from chord_kernels.indexed import heuristics
+from chord_kernels.indexed.layout import ATOM_WORDS, PROFILES, atom_positions
+from chord_kernels.packed import PackedWeight, available_layouts
+
+
+def _random(e: int, n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return formats.random_quantized(e, n, k, generator=g)
+
+
+@pytest.mark.parametrize(("e", "n", "k"), [(3, 40, 96), (1, 16, 32), (2, 7, 64), (4, 64, 256)])
+@pytest.mark.parametrize("profile", PROFILES)
+def test_pack_unpack_is_exact(e: int, n: int, k: int, profile: str) -> None:
+    packed, scales = _random(e, n, k, seed=e * 1000 + n + k)
+    pw = chord_kernels.pack("indexed", packed, scales, profile=profile)
+    assert (pw.family, pw.mode, pw.profile, pw.layout_version) == ("indexed", "indexed", profile, 1)
+    assert (pw.num_experts, pw.n, pw.k, pw.group_size) == (e, n, k, 32)
+    tiles = pw.tensors["tiles"]
+    assert tiles.dtype == torch.int32 and tiles.shape == (e, -(-n // 16) * (k // 32), ATOM_WORDS)
+    p2, s2 = chord_kernels.unpack(pw)
+    assert torch.equal(p2, packed) and torch.equal(s2, scales)
+
+
+def test_bytes_per_weight_match_the_source() -> None:
+    packed, scales = _random(2, 64, 128, seed=1)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    source = packed.numel() * 4 + scales.numel() * 2
+    assert pw.tensors["tiles"].numel() * 4 == source  # 0.5625 B/weight, no padding at N % 16 == 0
+
+
+def test_single_expert_2d_input_and_state_dict_roundtrip() -> None:
+    packed, scales = _random(1, 48, 64, seed=2)
+    pw = chord_kernels.pack("indexed", packed[0], scales[0], profile="h200_tp8")
+    again = PackedWeight.from_state_dict(pw.metadata(), pw.state_dict("w."), prefix="w.")
+    p2, s2 = chord_kernels.unpack(again)
+    assert torch.equal(p2, packed) and torch.equal(s2, scales)
+
+
+@pytest.mark.parametrize(("n16", "kg"), [(1, 1), (5, 9), (8, 16), (7, 28), (3, 8)])
+def test_atom_positions_are_a_permutation_with_contiguous_tiles(n16: int, kg: int) -> None:
+    pos = atom_positions(n16, kg)
+    assert torch.equal(pos.reshape(-1).sort().values, torch.arange(n16 * kg))
+    # Every 64-channel block is one contiguous range, and within it every K tile too.
+    for nt in range(0, n16, 4):
+        for kt in range(0, kg, 8):
+            block = pos[nt:nt + 4, kt:kt + 8].reshape(-1)
+            assert block.max() - block.min() + 1 == block.numel()
+        rows = pos[nt:nt + 4].reshape(-1)
+        assert rows.max() - rows.min() + 1 == rows.numel()
+
+
+@pytest.mark.parametrize(("n16", "kg", "atoms_n", "bkg"), [(7, 28, 4, 8), (9, 13, 8, 8), (5, 20, 4, 16), (12, 8, 8, 16)])
+def test_kernel_addressing_matches_the_layout(n16: int, kg: int, atoms_n: int, bkg: int) -> None:
+    """Mirror of decode.cuh: producer run offsets + consumer in-stage offsets == atom_positions."""
+    pos = atom_positions(n16, kg)
+    run_bytes = 4 * bkg  # atoms reserved per run in a stage
+    for ntile in range(-(-n16 // atoms_n)):
+        for kc in range(-(-kg // bkg)):
+            nkg = min(bkg, kg - kc * bkg)
+            for r_cta in range(min(atoms_n, n16 - ntile * atoms_n)):
+                run, rr = divmod(r_cta, 4)
+                run_row0 = ntile * atoms_n + run * 4
+                run_rows = min(4, n16 - run_row0)
+                src = run_row0 * kg + run_rows * kc * bkg  # producer: first atom of the run
+                for kgl in range(nkg):
+                    kt = kgl // 8
+                    width = min(8, nkg - kt * 8)
+                    local = run_rows * kt * 8 + rr * width + kgl % 8  # consumer
+                    assert local < run_rows * nkg <= run_bytes
+                    assert src + local == pos[ntile * atoms_n + r_cta, kc * bkg + kgl]
+
+
+def test_layout_is_registered_and_errors_are_clear() -> None:
+    assert "indexed" in available_layouts()
+    packed, scales = _random(1, 16, 32, seed=3)
+    with pytest.raises(ChordUnsupportedError, match="profile"):
+        chord_kernels.pack("indexed", packed, scales, profile="a100_ep8")
+    with pytest.raises(ChordInputError, match="options"):
+        chord_kernels.pack("indexed", packed, scales, profile="h200_ep8", interleave=True)
+    with pytest.raises(ChordInputError, match="dtype"):
+        chord_kernels.pack("indexed", packed.float(), scales, profile="h200_ep8")
+    ref = chord_kernels.pack("reference", packed, scales, profile="any")
+    with pytest.raises(ChordLayoutError, match="family"):
+        chord_kernels.indexed.check_weight(ref)
+
+
+def _emulate_gemm(tiles: torch.Tensor, n: int, k: int, act: torch.Tensor) -> torch.Tensor:
+    """What the kernel's warps compute for one expert, lane by lane, from the packed atoms.
+
+    Follows docs/optimization.md: lane (g, t) dequantizes A-fragment pairs with
+    ``(word >> s) & 0x000F000F`` and reads B from activation columns 8t + 4ks + {0,1,2,3}.
+    """
+    n16, kg_count, _ = tiles.shape
+    out = torch.zeros(n16 * 16, act.shape[0], dtype=torch.float64)
+    words = tiles.to(torch.int64) & 0xFFFFFFFF
+    bf = act.float().double()
+    for nb in range(n16):
+        for kg in range(kg_count):
+            atom = words[nb, kg]
+            scale_words = atom[64:]
+            for ks in range(2):
+                a_log = torch.zeros(16, 16, dtype=torch.float64)
+                b_log = torch.zeros(16, act.shape[0], dtype=torch.float64)
+                for lane in range(32):
+                    g, t = lane // 4, lane % 4
+                    wx, wy = int(atom[2 * lane]), int(atom[2 * lane + 1])
+                    sw = int(scale_words[g])
+                    s_lo = torch.tensor([sw & 0xFFFF], dtype=torch.int16).view(torch.bfloat16)
+                    s_hi = torch.tensor([(sw >> 16) - (1 << 16) * ((sw >> 31) & 1)], dtype=torch.int16)
+                    s_hi = s_hi.view(torch.bfloat16)
+
+                    def pair(word: int, shift: int, s: torch.Tensor) -> list[float]:
+                        lo, hi = (word >> shift) & 0xF, (word >> (shift + 16)) & 0xF
+                        q = torch.tensor([lo - 8, hi - 8], dtype=torch.bfloat16)
+                        return (q * s).double().tolist()  # one bf16 rounding, as mul.bf16x2
+
+                    a_log[g, 2 * t:2 * t + 2] = torch.tensor(pair(wx, 8 * ks, s_lo), dtype=torch.float64)
+                    a_log[g + 8, 2 * t:2 * t + 2] = torch.tensor(pair(wy, 8 * ks, s_hi), dtype=torch.float64)
+                    a_log[g, 2 * t + 8:2 * t + 10] = torch.tensor(pair(wx, 8 * ks + 4, s_lo), dtype=torch.float64)
+                    a_log[g + 8, 2 * t + 8:2 * t + 10] = torch.tensor(pair(wy, 8 * ks + 4, s_hi), dtype=torch.float64)
+                    col = kg * 32 + 8 * t + 4 * ks
+                    b_log[2 * t:2 * t + 2, :] = bf[:, col:col + 2].t()
+                    b_log[2 * t + 8:2 * t + 10, :] = bf[:, col + 2:col + 4].t()
+                out[nb * 16:(nb + 1) * 16] += a_log @ b_log
+    return out[:n]
+
+
+def test_fragment_algebra_reproduces_the_reference_gemm() -> None:
+    n, k, tokens = 24, 320, 5
+    packed, scales = _random(1, n, k, seed=4)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    act = (torch.randn(tokens, k, generator=torch.Generator().manual_seed(5))).to(torch.bfloat16)
+    n16, kg = -(-n // 16), k // 32
+    atoms = pw.tensors["tiles"][0][atom_positions(n16, kg).reshape(-1)].reshape(n16, kg, ATOM_WORDS)
+    got = _emulate_gemm(atoms, n, k, act)
+    want = formats.dequantize(packed[0], scales[0]).double() @ act.double().t()
+    # Same products, different summation order only (float64 here): agreement to rounding.
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_choose_block_m_follows_rows_per_expert() -> None:
+    packed, scales = _random(48, 16, 32, seed=6)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    assert chord_kernels.indexed.choose_block_m(pw, 160) == 8      # ep8_decode, tok_e 3.3
+    assert chord_kernels.indexed.choose_block_m(pw, 1) == 8
+    assert chord_kernels.indexed.choose_block_m(pw, 400) == 16
+    assert chord_kernels.indexed.choose_block_m(pw, 768) == 32     # ep8_tok16
+    with pytest.raises(ChordInputError):
+        chord_kernels.indexed.choose_block_m(pw, -1)
+
+
+@pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)
+@pytest.mark.parametrize(("n", "k"), [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (40, 96)])
+def test_default_configs_fit_shared_memory(block_m: int, n: int, k: int) -> None:
+    cfg = heuristics.choose_config(n, k, block_m)
+    assert cfg.block_m == block_m
+    assert cfg.stages >= 2
+    # Room for the compacted block list of a decode batch (Kimi TP8 decode160: 496 blocks).
+    assert cfg.smem_bytes(512) <= cfg.per_cta_budget()
+    assert cfg.ctas_per_sm * (cfg.smem_bytes(512) + heuristics.SMEM_RESERVED_PER_CTA) <= heuristics.SMEM_PER_SM
+
+
+def test_gemm_rejects_cpu_tensors_and_wrong_layouts() -> None:
+    packed, scales = _random(2, 16, 32, seed=7)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    a = torch.zeros(3, 32, dtype=torch.bfloat16)
+    ids = torch.zeros(8, dtype=torch.int32)
+    with pytest.raises(ChordInputError, match="cuda"):
+        chord_kernels.indexed.gemm(a, pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
+    with pytest.raises(ChordInputError, match="dtype"):
+        chord_kernels.indexed.gemm(a.float(), pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
