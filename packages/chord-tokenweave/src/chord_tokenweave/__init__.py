@@ -1,0 +1,48 @@
+"""chord_tokenweave: TokenWeave-style overlap for tensor parallelism, without NVLink multicast.
+
+Importing this package does not touch CUDA. The Triton kernels load only where Triton is
+installed (the ``gpu`` extra); everything else runs on CPU with gloo.
+"""
+
+from __future__ import annotations
+
+from chord_tokenweave.env import NO_MULTICAST_ENV, disable_multicast
+from chord_tokenweave.errors import (
+    BarrierTimeoutError,
+    MulticastForbiddenError,
+    TableError,
+    TokenWeaveError,
+    TokenWeaveInputError,
+)
+from chord_tokenweave.fused import (
+    SymmetricWorkspace,
+    add_rmsnorm_reference,
+    allreduce_add_rmsnorm,
+    fused_allreduce_rmsnorm,
+    shard_range,
+)
+from chord_tokenweave.split import GemmShape, wave_aware_split
+from chord_tokenweave.table import Decision, SplitTable, TableEntry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NO_MULTICAST_ENV",
+    "BarrierTimeoutError",
+    "Decision",
+    "GemmShape",
+    "MulticastForbiddenError",
+    "SplitTable",
+    "SymmetricWorkspace",
+    "TableEntry",
+    "TableError",
+    "TokenWeaveError",
+    "TokenWeaveInputError",
+    "__version__",
+    "add_rmsnorm_reference",
+    "allreduce_add_rmsnorm",
+    "disable_multicast",
+    "fused_allreduce_rmsnorm",
+    "shard_range",
+    "wave_aware_split",
+]

@@ -1,0 +1,88 @@
+"""Functions run inside spawned ranks (importable by the children: spawn copies sys.path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from chord_tokenweave.errors import TokenWeaveError
+from chord_tokenweave.fused import allreduce_add_rmsnorm, fused_allreduce_rmsnorm, shard_range
+from chord_tokenweave.model import TINY_DENSE, TINY_MOE, TPModel
+from chord_tokenweave.overlap import TraceEvent, check_consistent
+from chord_tokenweave.table import Decision
+
+FUSED_CASES = [  # (tokens, hidden)
+    (1, 8), (3, 24), (7, 64), (17, 40), (64, 64),
+]
+
+
+def rank_input(seed: int, rank: int, tokens: int, hidden: int) -> torch.Tensor:
+    """Rank ``rank``'s partial sums for a case (reproducible in the parent)."""
+    g = torch.Generator().manual_seed(seed * 1000 + rank)
+    return torch.randn(tokens, hidden, generator=g).to(torch.bfloat16)
+
+
+def shared_inputs(seed: int, tokens: int, hidden: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Residual and norm weight, identical on all ranks."""
+    g = torch.Generator().manual_seed(seed * 7919 + 1)
+    residual = torch.randn(tokens, hidden, generator=g).to(torch.bfloat16)
+    weight = (1 + 0.1 * torch.randn(hidden, generator=g)).to(torch.bfloat16)
+    return residual, weight
+
+
+def fused_worker(rank: int, world_size: int, seed: int) -> list[dict[str, Any]]:
+    out = []
+    for case, (tokens, hidden) in enumerate(FUSED_CASES):
+        x = rank_input(seed + case, rank, tokens, hidden)
+        residual, weight = shared_inputs(seed + case, tokens, hidden)
+        lo, hi = shard_range(tokens, world_size, rank)
+        own = residual[lo:hi].clone()
+        y_s, r_s = fused_allreduce_rmsnorm(x.clone(), own, weight, 1e-5, residual_mode="sharded")
+        assert r_s.data_ptr() == own.data_ptr(), "sharded residual must be updated in place"
+        rep = residual.clone()
+        y_r, r_r = fused_allreduce_rmsnorm(
+            x.clone(), rep, weight, 1e-5, residual_mode="replicated", algo="one_shot"
+        )
+        y_q, r_q = allreduce_add_rmsnorm(x.clone(), residual.clone(), weight, 1e-5)
+        out.append({"y_sharded": y_s, "res_sharded": r_s.clone(), "y_rep": y_r,
+                    "res_rep": r_r.clone(), "y_seq": y_q, "res_seq": r_q})
+    return out
+
+
+def model_worker(
+    rank: int, world_size: int, model: str, tokens: int, split: int, seed: int
+) -> dict[str, Any]:
+    cfg = {"tiny-dense": TINY_DENSE, "tiny-moe": TINY_MOE}[model]
+    m = TPModel(cfg, seed=seed)
+    g = torch.Generator().manual_seed(seed + 5)
+    x = torch.randn(tokens, cfg.hidden, generator=g).to(torch.bfloat16)
+    decision = Decision(tokens, True, split, 4, None)
+    trace: list[TraceEvent] = []
+    outs = {
+        "sequential": m.forward(x, "sequential"),
+        "fused": m.forward(x, "fused"),
+        "tokenweave": m.forward(x, "tokenweave", decision=decision, trace=trace),
+        "nocomm": m.forward(x, "nocomm"),
+    }
+    # Selective enabling: a decision without weave runs fused-only.
+    outs["fused_only_decision"] = m.forward(
+        x, "tokenweave", decision=Decision(tokens, False, None, 4, None)
+    )
+    mismatch = ""
+    bad = Decision(tokens, True, split + (rank % 2), 4, None)
+    try:
+        check_consistent(bad, force=True)
+    except TokenWeaveError as exc:
+        mismatch = str(exc)
+    dist.barrier()
+    return {"outs": outs, "trace": trace, "mismatch": mismatch, "x": x}
+
+
+def sleepy_worker(rank: int, world_size: int) -> None:
+    import time
+
+    if rank == 1:
+        time.sleep(120)
+    dist.barrier()
