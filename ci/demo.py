@@ -67,7 +67,7 @@ def main() -> int:
             ("detect", f"{summary['family']}, int4 group-32 symmetric", True),
             ("convert", f"layout {summary['layout']} / {summary['profile']}, {summary['shards']} shards, "
                         f"{summary['bytes']:,} bytes", True),
-            ("verify", f"{summary['verified_experts']} experts unpack to the exact source codes and scales", True),
+            ("verify", f"{summary['verified_experts']} expert projections unpack to the exact source codes and scales", True),
             ("reference MoE", "source vs converted weights: "
                               + ("bit-identical" if summary["moe_output_equal"] else "DIFFERENT"),
              bool(summary["moe_output_equal"])),

@@ -1,7 +1,8 @@
 """One call on a CUDA host: compile every kernel, run every package's GPU tests, print a table.
 
-Usage: python3 ci/gpu_check.py [--out DIR] [-k EXPR]. Writes gpu_check.json (and the pytest
-JUnit files) under --out (default $OUT or ./gpu-check). `nox -s gpu` calls it.
+Usage: python3 ci/gpu_check.py [--out DIR] [-k EXPR]. Writes gpu_check.json (per-package counts,
+and the log tail of any failing package) under --out (default $OUT or ./gpu-check).
+`nox -s gpu` calls it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -41,8 +43,8 @@ def _precompile() -> tuple[int, float]:
     return len(paths), time.perf_counter() - start
 
 
-def _run_tests(package: str, out: Path, select: str | None) -> dict[str, object]:
-    junit = out / f"junit-{package}.xml"
+def _run_tests(package: str, scratch: Path, select: str | None) -> dict[str, object]:
+    junit = scratch / f"junit-{package}.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
            f"--junitxml={junit}", "tests"]
     if select:
@@ -71,7 +73,8 @@ def main() -> int:
     report: dict[str, object] = {"environment": _environment()}
     count, seconds = _precompile()
     report["precompile"] = {"cubins": count, "seconds": round(seconds, 1)}
-    report["tests"] = [_run_tests(p, args.out, args.select) for p in PACKAGES]
+    with tempfile.TemporaryDirectory(prefix="chord-gpu-check-") as scratch:
+        report["tests"] = [_run_tests(p, Path(scratch), args.select) for p in PACKAGES]
     (args.out / "gpu_check.json").write_text(json.dumps(report, indent=1))
 
     env = report["environment"]

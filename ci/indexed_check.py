@@ -84,12 +84,12 @@ def run_tests(env: dict) -> dict:
     return {"rc": out.returncode, "summary": summary[-1] if summary else text[-300:], "seconds": round(time.time() - t0, 1)}
 
 
-def run_sanitizers(env: dict) -> dict:
+def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck")) -> dict:
     tool = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     if not Path(tool).exists():
         return {"skipped": "compute-sanitizer not found"}
     results = {}
-    for check in ("memcheck", "racecheck"):
+    for check in checks:
         t0 = time.time()
         extra = ["--report-api-errors", "no"] if check == "memcheck" else ["--racecheck-report", "all"]
         try:
@@ -279,16 +279,18 @@ def bench(sweep: bool) -> list[dict]:
                 base = variants[0][1]
                 cfg_ = functools.partial(sweep_config, base.block_m)
                 variants += [
-                    ("dynamic", dataclasses.replace(base, dynamic=True)),
+                    ("strided", dataclasses.replace(base, schedule="strided")),
+                    ("dynamic", dataclasses.replace(base, schedule="dynamic")),
                     ("bn64c4", cfg_()),
-                    ("bn64c4d", cfg_(dynamic=True)),
-                    ("bn64c3", cfg_(ctas_per_sm=3)),
+                    ("bn64c4s", cfg_(schedule="strided")),
                     ("bn128c3", cfg_(mt=2, ctas_per_sm=3)),
-                    ("bn128c3d", cfg_(mt=2, ctas_per_sm=3, dynamic=True)),
-                    ("bn128c2", cfg_(mt=2, ctas_per_sm=2)),
-                    ("w8c3", cfg_(warps=8, ctas_per_sm=3)),
+                    ("bn128c3s", cfg_(mt=2, ctas_per_sm=3, schedule="strided")),
+                    ("bn128c4", cfg_(mt=2, ctas_per_sm=4)),
+                    ("bn256c2", cfg_(mt=4, ctas_per_sm=2)),
+                    ("w8c2", cfg_(warps=8, ctas_per_sm=2)),
                     ("bk512c4", cfg_(bk=512)),
-                    ("bk512c3", cfg_(bk=512, ctas_per_sm=3)),
+                    ("bk512c4s", cfg_(bk=512, schedule="strided")),
+                    ("bk1024c2", cfg_(bk=1024, ctas_per_sm=2)),
                     ("bm16", choose_config(n, k, 16)),
                 ]
             ref_out = None
@@ -336,6 +338,61 @@ def run_phase(phase: str, out_dir: Path, env: dict, timeout: int, extra: tuple[s
     return {"rc": rc, "result": result}
 
 
+def ncu_target() -> None:
+    """Two ep8_decode gate_up launches for ncu: the default (balanced) config, then strided."""
+    from chord_kernels.indexed import choose_config, gemm
+    from chord_kernels.routing import align_block_size
+
+    sc = SCENARIOS[0]
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    w = random_weight(sc.experts, *sc.gate_up, gen, sc.profile)
+    ids = torch.rand(sc.tokens, sc.experts, generator=gen, device="cuda").argsort(dim=1)[:, :sc.top_k]
+    hidden = torch.randn(sc.tokens, sc.gate_up[1], generator=gen, device="cuda").to(torch.bfloat16)
+    base = choose_config(w.n, w.k, 8)
+    for cfg in (base, dataclasses.replace(base, schedule="strided")):
+        r = align_block_size(ids, 8, sc.experts)
+        gemm(hidden, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=8, top_k=1, config=cfg)
+    torch.cuda.synchronize()
+
+
+NCU_METRICS = ("Duration", "DRAM Throughput", "Memory Throughput", "Achieved Occupancy", "Theoretical Occupancy",
+               "Registers Per Thread", "Executed Ipc Active", "Issue Slots Busy", "No Eligible", "Active Warps Per Scheduler",
+               "Eligible Warps Per Scheduler", "Warp Cycles Per Issued Instruction", "SM Frequency", "DRAM Frequency",
+               "Block Limit", "L2 Hit Rate", "One or More Eligible", "Stall", "stall", "L1/TEX Hit", "Bank",
+               "Waves Per SM", "Elapsed Cycles", "SM Busy", "Max Bandwidth", "Mem Busy")
+
+
+def run_ncu(env: dict, out_dir: Path) -> dict:
+    tool = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
+    if not Path(tool).exists():
+        return {"skipped": "ncu not found"}
+    t0 = time.time()
+    report = Path("/tmp/chord_indexed_ncu")
+    cmd = [tool, "--clock-control", "none", "--set", "full", "-k", "regex:chord_indexed", "-c", "2", "-f",
+           "-o", str(report), sys.executable, __file__, "--phase", "ncu_target", "--out", str(out_dir)]
+    try:
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+    except subprocess.TimeoutExpired:
+        return {"rc": "timeout"}
+    result: dict = {"rc": out.returncode, "log": (out.stdout + out.stderr)[-2000:]}
+    keep: list[str] = []
+    for page, extra in (("details", ["--print-details", "all"]), ("raw", [])):
+        try:
+            text = subprocess.run([tool, "-i", f"{report}.ncu-rep", "--page", page, *extra], capture_output=True,
+                                  text=True, timeout=60).stdout
+        except subprocess.TimeoutExpired:
+            continue
+        (out_dir / f"ncu_{page}.txt").write_text(text)
+        if page == "details":
+            keep += [line.rstrip() for line in text.splitlines() if any(m in line for m in NCU_METRICS)]
+        else:
+            keep += [line.rstrip() for line in text.splitlines()
+                     if "issue_stalled" in line and "ratio" in line and "average" in line]
+    print("\n== ncu (ep8_decode gate_up: balanced, then strided) ==\n" + "\n".join(keep[:200]), flush=True)
+    result.update(seconds=round(time.time() - t0, 1), lines=keep)
+    return result
+
+
 def smoke() -> dict:
     exec(compile(SANITIZE_SNIPPET, "smoke", "exec"), {})
     return {"ok": True}
@@ -344,13 +401,20 @@ def smoke() -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
-    parser.add_argument("--phase", choices=("smoke", "bench"), default=None)
+    parser.add_argument("--phase", choices=("smoke", "bench", "ncu_target"), default=None)
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-sanitizers", action="store_true")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--sanitizers", default="memcheck,racecheck",
+                        help="comma-separated compute-sanitizer tools to run")
+    parser.add_argument("--ncu", action="store_true",
+                        help="profile two ep8_decode gate_up launches (balanced, strided) with ncu --set full")
     opts = parser.parse_args()
     out_dir = Path(opts.out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if opts.phase == "ncu_target":
+        ncu_target()
+        return 0
     if opts.phase == "smoke":
         (out_dir / "phase_smoke.json").write_text(json.dumps(smoke()))
         return 0
@@ -383,12 +447,14 @@ def main() -> int:
         report["tests"] = run_tests(env)
         log(f"tests: {report['tests']}")
     if not opts.skip_sanitizers:
-        report["sanitizers"] = run_sanitizers(env)
+        report["sanitizers"] = run_sanitizers(env, tuple(c for c in opts.sanitizers.split(",") if c))
     bench_phase = run_phase("bench", out_dir, env, timeout=240, extra=("--no-sweep",) if opts.no_sweep else ())
     report["copy_tbps"] = bench_phase["result"].get("copy_tbps")
     report["ceilings"] = bench_phase["result"].get("ceilings")
     report["bench"] = bench_phase["result"].get("bench", [])
     report["bench_rc"] = bench_phase["rc"]
+    if opts.ncu:
+        report["ncu"] = run_ncu(env, out_dir)
     (out_dir / "indexed_check.json").write_text(json.dumps(report, indent=1))
 
     print("\n== indexed decode kernel, H200, CUDA-graph median per GEMM ==")
