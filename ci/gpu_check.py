@@ -50,7 +50,10 @@ def _run_tests(package: str, scratch: Path, select: str | None) -> dict[str, obj
     if select:
         cmd += ["-k", select]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT / "packages" / package, capture_output=True, text=True, check=False)
+    # Tests run from their package directory: give them every package's source by absolute path.
+    sources = [str(ROOT / "packages" / p / "src") for p in PACKAGES]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*sources, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(cmd, cwd=ROOT / "packages" / package, capture_output=True, text=True, check=False, env=env)
     seconds = time.perf_counter() - start
     result: dict[str, object] = {"package": package, "exit": proc.returncode, "seconds": round(seconds, 1)}
     if junit.exists():

@@ -41,7 +41,7 @@ class Case:
     block_m: int = 8
     routing: str = "uniform"  # uniform | hot | sparse | mapped
     weighted: bool = False
-    dynamic: bool = False
+    schedule: str | None = None  # None: the default configuration's
 
 
 CASES = [
@@ -59,7 +59,15 @@ CASES = [
     Case("empty_experts", 8, 48, 224, 20, 2, routing="sparse"),
     Case("expert_map", 16, 48, 64, 33, 4, routing="mapped", weighted=True),
     Case("expert_map_bm16", 16, 136, 320, 40, 4, block_m=16, routing="mapped"),
-    Case("dynamic_schedule", 24, 256, 1024, 96, 2, dynamic=True),
+    Case("dynamic_schedule", 24, 256, 1024, 96, 2, schedule="dynamic"),
+    Case("strided_schedule", 24, 256, 1024, 96, 2, weighted=True, schedule="strided"),
+    # Few local blocks, K = 2048 (4 stages per item), a grid sized for every routing block: most
+    # items are split along K over several CTAs (partials, flags, owner combine).
+    Case("balanced_split_k", 8, 64, 2048, 12, 2, routing="mapped", weighted=True, schedule="balanced"),
+    # The wide decode tile (256 channels, balanced) with a partial last N tile (N16 = 17: one
+    # atom row in its last 64-channel run) and a one-group last K tile (K / 32 = 33).
+    Case("wide_tile_edges", 6, 264, 1056, 20, 2, weighted=True),
+    Case("balanced_split_k_bm16", 6, 136, 1280, 30, 3, block_m=16, routing="mapped", schedule="balanced"),
 ]
 
 
@@ -93,8 +101,8 @@ def test_gemm_matches_reference(case: Case) -> None:
     a = torch.randn(case.rows, case.k, generator=gen, device="cuda").to(torch.bfloat16)
     tw = torch.rand(case.rows, case.top_k, generator=gen, device="cuda") if case.weighted else None
     config = None
-    if case.dynamic:
-        config = dataclasses.replace(choose_config(case.n, case.k, case.block_m), dynamic=True)
+    if case.schedule is not None:
+        config = dataclasses.replace(choose_config(case.n, case.k, case.block_m), schedule=case.schedule)
     args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     outs = []
     for _ in range(2):
@@ -153,7 +161,9 @@ def test_fused_moe_matches_reference(mapped: bool) -> None:
 
 def test_cuda_graph_capture_and_replay() -> None:
     gen = torch.Generator(device="cuda").manual_seed(21)
-    e, n, k, rows, top_k, bm = 16, 256, 512, 24, 4, 8
+    # K = 1024, N = 256: the default decode config (balanced schedule), whose split items pass
+    # partials and flags between CTAs; replays must find every flag reset.
+    e, n, k, rows, top_k, bm = 16, 256, 1024, 24, 4, 8
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]

@@ -22,6 +22,8 @@ SMEM_RESERVED_PER_CTA = 1024
 LIST_RESERVE = 4096
 """Shared bytes kept for the compacted routing-block list (1024 blocks) when sizing stages."""
 BLOCK_MS = (8, 16, 24, 32)
+SCHEDULES = ("strided", "dynamic", "balanced")
+"""Work schedules, in the order of ``chord::indexed::Schedule`` (params.cuh)."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ class DecodeConfig:
     bk: int = 256
     stages: int = 3
     ctas_per_sm: int = 4
-    dynamic: bool = False
+    schedule: str = "strided"
+    """``strided`` (CTA c takes items c, c + G, ...), ``dynamic`` (global atomic counter) or
+    ``balanced`` (equal contiguous ranges of K stages, items split along K; scheduler.cuh)."""
 
     def __post_init__(self) -> None:
         if self.block_m not in BLOCK_MS:
@@ -44,8 +48,19 @@ class DecodeConfig:
             raise ChordInputError(f"bk: expected a positive multiple of 256 (whole K tiles), got {self.bk}")
         if (self.warps * self.mt) % 4:
             raise ChordInputError(f"warps * mt: expected a multiple of 4 (whole 64-channel tiles), got {self}")
+        if self.schedule not in SCHEDULES:
+            raise ChordInputError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
         if self.stages < 2 or self.warps < 1 or self.mt < 1 or self.ctas_per_sm < 1:
             raise ChordInputError(f"invalid decode config {self}")
+
+    @property
+    def dynamic(self) -> bool:
+        return self.schedule == "dynamic"
+
+    @property
+    def partial_floats(self) -> int:
+        """fp32 values of one CTA's split-K partial (balanced schedule): BN x block_m."""
+        return self.block_n * self.block_m
 
     @property
     def threads(self) -> int:
@@ -63,7 +78,7 @@ class DecodeConfig:
 
     def smem_bytes(self, list_cap: int) -> int:
         """Dynamic shared memory; mirrors ``DecodeConfig::smem_bytes`` in params.cuh."""
-        header = (16 + 8 * self.block_m + 15) // 16 * 16
+        header = (32 + 8 * self.block_m + 15) // 16 * 16
         header_offset = self.stages * self.stage_bytes + 16 * self.stages
         return header_offset + self.stages * header + 64 + 4 * list_cap
 
@@ -71,8 +86,8 @@ class DecodeConfig:
         return SMEM_PER_SM // self.ctas_per_sm - SMEM_RESERVED_PER_CTA
 
     def template_args(self) -> str:
-        dyn = "true" if self.dynamic else "false"
-        return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {dyn}"
+        schedule = SCHEDULES.index(self.schedule)
+        return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {schedule}"
 
 
 def max_stages(block_m: int, *, warps: int = 4, mt: int = 1, bk: int = 256, ctas_per_sm: int = 4,
@@ -110,16 +125,15 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
 def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
     """Default configuration for an indexed decode GEMM of ``N x K`` with ``block_m`` tokens.
 
-    Measured on the H200 (docs/optimization.md, 2026-11-30): with 8-token blocks, long-K GEMMs
-    (K a multiple of 512: Kimi gate_up and EP8 down) stream best with 512-wide K stages (18 KB of
-    weights per stage, two stages, four CTAs per SM); the TP8 down GEMM (K = 256, one stage per
-    item) with 128-channel CTA tiles and three CTAs per SM. Every other shape keeps the general
-    configuration (64 x 256 stages, four CTAs per SM).
+    Measured on the H200 (docs/optimization.md, 2026-11-30): with 8-token blocks, the Kimi decode
+    GEMMs (gate_up and EP8 down with K >= 1024, TP8 down with K = 256) stream best with 256-channel
+    CTA tiles (four consumer warps of four 16-channel atoms each: fewer instructions per weight),
+    256-wide K stages (37 KB of weights), two stages, two CTAs per SM, and the balanced schedule
+    (equal K-stage ranges per CTA: at ~2.7 items per CTA whole items would leave a ragged last
+    wave). Every other shape keeps the general configuration (64 x 256 stages, strided items).
     """
-    if block_m == 8 and k >= 1024 and k % 512 == 0:
-        return DecodeConfig(block_m=8, bk=512, stages=2, ctas_per_sm=4)
-    if block_m == 8 and k == 256 and n % 128 == 0:
-        return DecodeConfig(block_m=8, mt=2, bk=256, stages=3, ctas_per_sm=3)
+    if block_m == 8 and n >= 256 and (k >= 1024 or k == 256):
+        return DecodeConfig(block_m=8, warps=4, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced")
     return general_config(block_m)
 
 

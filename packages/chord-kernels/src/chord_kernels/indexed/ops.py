@@ -48,10 +48,11 @@ extern "C" __global__ void __launch_bounds__(Cfg::kThreads, {min_blocks}) chord_
     const int32_t* __restrict__ tiles, const __nv_bfloat16* __restrict__ a, __nv_bfloat16* out,
     const int32_t* __restrict__ sorted_token_ids, const int32_t* __restrict__ expert_ids,
     const int32_t* __restrict__ num_tokens_post_padded, const float* __restrict__ topk_weights,
-    int32_t* counters, int n, int k, int num_experts, int num_slots, int top_k, int num_blocks,
+    int32_t* counters, float* partials, int32_t* flags, int n, int k, int num_experts, int num_slots, int top_k, int num_blocks,
     int list_cap) {{
   const chord::indexed::DecodeArgs args{{tiles, a, out, sorted_token_ids, expert_ids,
-                                         num_tokens_post_padded, topk_weights, counters, n, k,
+                                         num_tokens_post_padded, topk_weights, counters, partials,
+                                         flags, n, k,
                                          num_experts, num_slots, top_k, num_blocks, list_cap}};
   chord::indexed::decode_kernel<Cfg>(args);
 }}
@@ -85,6 +86,27 @@ register_precompile("indexed", lambda: [decode_kernel(c) for c in default_config
 @functools.cache
 def _counters(device: torch.device) -> torch.Tensor:
     return torch.zeros(2, dtype=torch.int32, device=device)
+
+
+@functools.cache
+def _workspace(device: torch.device, ctas: int, warps: int, partial_floats: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Split-K partials (two slots per CTA and warp: the part at the start and at the end of its
+    range) and the split items' arrival counters for the balanced schedule (``ctas`` CTAs at most).
+    The kernel leaves every counter zero, so one zeroed buffer serves all launches of a stream; like
+    the dynamic counters it is per device, not for concurrent launches on several streams."""
+    partials = torch.empty(2 * ctas * partial_floats, dtype=torch.float32, device=device)
+    flags = torch.zeros(ctas * warps, dtype=torch.int32, device=device)
+    return partials, flags
+
+
+def _workspace_for(cfg: DecodeConfig, device: torch.device) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    if cfg.schedule != "balanced":
+        return None, None
+    return _workspace(device, _num_sms(_device_index(device)) * cfg.ctas_per_sm, cfg.warps, cfg.partial_floats)
+
+
+def _device_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @functools.cache
@@ -195,13 +217,13 @@ def gemm(
     if smem > cfg.per_cta_budget():
         list_cap, smem = 0, cfg.smem_bytes(0)  # walk every block instead of compacting them
     max_items = num_blocks * ntiles(weight.n, cfg)
-    grid = grid_size(cfg, _num_sms(device.index if device.index is not None else torch.cuda.current_device()),
-                     max_items)
+    grid = grid_size(cfg, _num_sms(_device_index(device)), max_items)
     counters = _counters(device) if cfg.dynamic else None
+    partials, flags = _workspace_for(cfg, device)
     decode_kernel(cfg).launch(
         (grid,), (cfg.threads,),
         (tiles, a, out, sorted_token_ids, expert_ids, num_tokens_post_padded, weights_flat, counters,
-         i32(weight.n), i32(weight.k), i32(weight.num_experts), i32(num_slots), i32(top_k),
+         partials, flags, i32(weight.n), i32(weight.k), i32(weight.num_experts), i32(num_slots), i32(top_k),
          i32(num_blocks), i32(list_cap)),
         smem=smem,
     )
@@ -210,10 +232,14 @@ def gemm(
 
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | None = None) -> None:
     """Compile and load the kernel ``gemm`` will use (do this before CUDA-graph capture)."""
-    cfg = choose_config(weight.n, weight.k, block_m)
-    decode_kernel(cfg).prepare(device)
-    if cfg.dynamic:
-        _counters(torch.device(device or "cuda"))
+    dev = torch.device(device or "cuda")
+    if dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    for cfg in {choose_config(weight.n, weight.k, block_m), general_config(block_m)}:
+        decode_kernel(cfg).prepare(dev)
+        if cfg.dynamic:
+            _counters(dev)
+        _workspace_for(cfg, dev)
 
 
 def fused_moe(

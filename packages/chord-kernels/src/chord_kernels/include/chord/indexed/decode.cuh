@@ -22,10 +22,31 @@
 
 namespace chord::indexed {
 
-// The A fragment of one mma K step from the two atom words of a lane (rows g and g + 8) and
-// the duplicated scale pairs; `shift` is 0 for the first K step and 8 for the second.
-__device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint32_t scale2) {
-  return bf16x2_mul(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scale2);
+// bf16x2 a * (s, s) with s the low (kHigh false) or high half of `scales`. Written as a PTX
+// half-select so that ptxas folds it into the HMUL2 operand (.H0_H0 / .H1_H1) instead of
+// spending an ALU PRMT per scale pair (the ALU pipe is the kernel's busiest, ncu 2026-11-30).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t bf16x2_mul_by_half(uint32_t a, uint32_t scales) {
+  uint32_t out;
+  if constexpr (kHigh) {
+    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {hi, hi};\n\t"
+        "mul.rn.bf16x2 %0, %1, s;\n\t}"
+        : "=r"(out)
+        : "r"(a), "r"(scales));
+  } else {
+    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {lo, lo};\n\t"
+        "mul.rn.bf16x2 %0, %1, s;\n\t}"
+        : "=r"(out)
+        : "r"(a), "r"(scales));
+  }
+  return out;
+}
+
+// One A-fragment register: the nibble pair at bit `shift` of `word` (a lane's code word of row g
+// or g + 8) dequantized with that row's scale, the kHigh half of the scale word (g | g+8 << 16).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint32_t scales) {
+  return bf16x2_mul_by_half<kHigh>(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scales);
 }
 
 // Work-item lookahead of the producer: which routing block and expert an item is, and the slot
@@ -39,7 +60,7 @@ struct ItemRef {
 
 template <class Cfg>
 __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* smem, const uint32_t* list,
-                                              int valid_blocks, int used) {
+                                              int total) {
   using Header = typename Cfg::Header;
   const int lane = threadIdx.x % 32;
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
@@ -48,7 +69,18 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
   const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;
   const bool compacted = args.list_cap > 0;
   const bool weighted = args.topk_weights != nullptr;
-  const int total = (compacted ? valid_blocks : used) * ntiles;
+  // This CTA's items [first_item, end_item); with the balanced schedule the first one starts at
+  // K stage kc_first and the last one ends before stage kc_end (scheduler.cuh).
+  int first_item = 0, end_item = total, kc_first = 0, kc_end = num_kc;
+  if constexpr (Cfg::kBalancedSchedule) {
+    const int64_t units = static_cast<int64_t>(total) * num_kc;
+    const int64_t u0 = balanced_start(units, blockIdx.x, gridDim.x);
+    const int64_t u1 = balanced_start(units, blockIdx.x + 1, gridDim.x);
+    first_item = static_cast<int>(u0 / num_kc);
+    end_item = u1 > u0 ? static_cast<int>((u1 - 1) / num_kc) + 1 : first_item;
+    kc_first = static_cast<int>(u0 - static_cast<int64_t>(first_item) * num_kc);
+    kc_end = static_cast<int>(u1 - static_cast<int64_t>(end_item - 1) * num_kc);
+  }
   const uint32_t smem_base = ptx::smem_addr(smem);
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
@@ -62,6 +94,8 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
   auto request = [&](int current) {
     if constexpr (Cfg::kDynamic) {
       if (lane == 0) pending = atomicAdd(args.counters, 1);
+    } else if constexpr (Cfg::kBalancedSchedule) {
+      pending = current < 0 ? first_item : current + 1;
     } else {
       pending = current < 0 ? static_cast<int>(blockIdx.x) : current + static_cast<int>(gridDim.x);
     }
@@ -76,7 +110,7 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
   // Block, expert and (in flight) slot id of an item.
   auto lookup = [&](int it) -> ItemRef {
     ItemRef ref{it, -1, -1, args.num_slots};
-    if (it >= total) return ref;
+    if (it >= end_item) return ref;
     const int cb = it / ntiles;
     if (compacted) {
       const uint32_t entry = list[cb];
@@ -104,7 +138,7 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
 
   int stage = 0;
   uint32_t phase = 0;
-  while (cur.item < total) {
+  while (cur.item < end_item) {
     const float nxt_weight = weight_of(nxt.slot);  // nxt.slot was loaded one item ago
     const ItemRef after = lookup(resolve());        // its slot load stays in flight
     request(after.item);
@@ -120,10 +154,17 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
       const int32_t* wsrc = args.tiles + (static_cast<int64_t>(cur.expert) * n16 * kgroups +
                                           static_cast<int64_t>(run_row0) * kgroups) * kAtomWords;
       const __nv_bfloat16* arow = args.a + static_cast<int64_t>(real ? slot / args.top_k : 0) * args.k;
-      for (int kc = 0; kc < num_kc; ++kc) {
+      const int kc_lo = cur.item == first_item ? kc_first : 0;
+      const int kc_hi = cur.item == end_item - 1 ? kc_end : num_kc;
+      for (int kc = kc_lo; kc < kc_hi; ++kc) {
         const int nkg = min(Cfg::kBKG, kgroups - kc * Cfg::kBKG);
         ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
         Header& h = headers[stage];
+        // The slot may still hold this block's activations for this K chunk (the balanced
+        // schedule streams the N tiles of a block back to back; with one K chunk per item, as in
+        // the K = 256 TP8 down GEMM, every reuse of a slot within a block hits): skip the copies.
+        const bool have_act = h.act_block == cur.block && h.act_kc == kc;
+        __syncwarp();
         if (lane < Cfg::kBM) {
           h.slots[lane] = slot;
           h.weights[lane] = cur_weight;
@@ -132,12 +173,16 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
           h.item = cur.item;
           h.kc = kc;
           h.ntile = ntile;
+          h.flags = (kc == kc_lo ? kFirstStage : 0) | (kc == kc_hi - 1 ? kLastStage : 0) |
+                    (kc_lo > 0 ? kPartialItem : 0);
+          h.act_block = cur.block;
+          h.act_kc = kc;
         }
         __syncwarp();
         const uint32_t full = full0 + stage * 8;
         if (lane == 0) {
           ptx::mbarrier_arrive_expect_tx(
-              full, static_cast<uint32_t>((atoms * kAtomBytes + num_real * 64) * nkg));
+              full, static_cast<uint32_t>((atoms * kAtomBytes + (have_act ? 0 : num_real * 64)) * nkg));
         }
         __syncwarp();
         const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
@@ -147,7 +192,7 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
                              wsrc + static_cast<int64_t>(run_rows) * kc * Cfg::kBKG * kAtomWords,
                              run_rows * nkg * kAtomBytes, full, weight_policy);
         }
-        if (real) {
+        if (real && !have_act) {
           ptx::bulk_copy_g2s(dst + Cfg::kStageWeightBytes + lane * Cfg::kActRowBytes,
                              arow + kc * Cfg::kBK, nkg * 64, full, act_policy);
         }
@@ -204,14 +249,12 @@ __device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][C
                                           const GroupOperands<Cfg>& op, int chain) {
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMT; ++mt) {
-    const uint32_t s_lo = __byte_perm(op.sc[mt], 0, 0x1010);  // (s_g, s_g)
-    const uint32_t s_hi = __byte_perm(op.sc[mt], 0, 0x3232);  // (s_g+8, s_g+8)
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
-      const uint32_t a0 = dequant_pair(op.w[mt].x, 8 * ks, s_lo);
-      const uint32_t a2 = dequant_pair(op.w[mt].x, 8 * ks + 4, s_lo);
-      const uint32_t a1 = dequant_pair(op.w[mt].y, 8 * ks, s_hi);
-      const uint32_t a3 = dequant_pair(op.w[mt].y, 8 * ks + 4, s_hi);
+      const uint32_t a0 = dequant_pair<false>(op.w[mt].x, 8 * ks, op.sc[mt]);  // row g: s_g
+      const uint32_t a2 = dequant_pair<false>(op.w[mt].x, 8 * ks + 4, op.sc[mt]);
+      const uint32_t a1 = dequant_pair<true>(op.w[mt].y, 8 * ks, op.sc[mt]);  // row g + 8: s_g+8
+      const uint32_t a3 = dequant_pair<true>(op.w[mt].y, 8 * ks + 4, op.sc[mt]);
 #pragma unroll
       for (int j = 0; j < Cfg::kNT; ++j) {
         mma::m16n8k16_bf16(acc[chain][mt][j], a0, a1, a2, a3, ks ? op.b[j].z : op.b[j].x,
@@ -243,8 +286,88 @@ __device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][C
   }
 }
 
+// Balanced schedule, split items. Every part of an item cut by a CTA range boundary (the owner's,
+// which holds K stage 0, and each later CTA's) writes this warp's fp32 partial (chains summed, no
+// top-k weight) to its own workspace slot and counts itself in on the item's counter; the LAST
+// part to arrive adds all partials in CTA order (owner first) and runs the epilogue. No part ever
+// waits for another, so the kernel makes progress however many of its CTAs are resident (another
+// kernel may share the SMs), and the fixed summation order keeps results bit-identical run to run.
+// Slots: (cta * kWarps + warp) * 2 + {0: the part at the start of a CTA's range, 1: the part at
+// its end}; a CTA whose range lies inside one item has a single part (slot 0).
 template <class Cfg>
-__device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* smem, int warp) {
+__device__ __forceinline__ float4* partial_slot(const DecodeArgs& args, int cta, int warp, int end_part) {
+  return reinterpret_cast<float4*>(args.partials) +
+         static_cast<int64_t>((cta * Cfg::kWarps + warp) * 2 + end_part) * (Cfg::kPartialFloats / 4);
+}
+
+// The CTA whose range holds unit `u` (the largest c with balanced_start(c) <= u).
+__device__ __forceinline__ int owner_of_unit(int64_t u, int64_t units, int grid) {
+  int c = static_cast<int>(min(static_cast<int64_t>(grid - 1), (u + 1) * grid / units));
+  while (c > 0 && balanced_start(units, c, grid) > u) --c;
+  while (c + 1 < grid && balanced_start(units, c + 1, grid) <= u) ++c;
+  return c;
+}
+
+// Returns true in the warp of the last part to arrive, with the item's full sum in `sum`.
+template <class Cfg>
+__device__ __forceinline__ bool finish_split_part(const DecodeArgs& args, float (&sum)[Cfg::kMT][Cfg::kNT][4],
+                                                  int item, int num_kc, int total, bool starts_late,
+                                                  int warp, int lane) {
+  const int grid = static_cast<int>(gridDim.x);
+  const int64_t units = static_cast<int64_t>(total) * num_kc;
+  const int64_t first_unit = static_cast<int64_t>(item) * num_kc;
+  const int64_t last_unit = first_unit + num_kc - 1;
+  const int owner = owner_of_unit(first_unit, units, grid);
+  float4* mine = partial_slot<Cfg>(args, static_cast<int>(blockIdx.x), warp, starts_late ? 0 : 1);
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMT; ++mt)
+#pragma unroll
+    for (int j = 0; j < Cfg::kNT; ++j) {
+      const float(&v)[4] = sum[mt][j];
+      __stcg(mine + (mt * Cfg::kNT + j) * 32 + lane, make_float4(v[0], v[1], v[2], v[3]));
+    }
+  int parts = 1;  // the owner, then every later CTA whose (non-empty) range starts inside the item
+  for (int c = owner + 1; c < grid; ++c) {
+    const int64_t start = balanced_start(units, c, grid);
+    if (start > last_unit) break;
+    parts += balanced_start(units, c + 1, grid) != start;
+  }
+  __threadfence();  // this lane's partial is visible device-wide before the warp counts itself in
+  __syncwarp();
+  int* counter = args.flags + owner * Cfg::kWarps + warp;
+  int arrived = 0;
+  if (lane == 0) arrived = atomicAdd(counter, 1);
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  if (arrived != parts - 1) return false;
+  if (lane == 0) ptx::st_relaxed_gpu(counter, 0);  // every part has counted: reset for the next launch
+  __threadfence();  // the other parts' partials are read after their arrivals
+  const float4* src = partial_slot<Cfg>(args, owner, warp, 1);
+  for (int c = owner;;) {
+#pragma unroll
+    for (int mt = 0; mt < Cfg::kMT; ++mt)
+#pragma unroll
+      for (int j = 0; j < Cfg::kNT; ++j) {
+        const float4 p = __ldcg(src + (mt * Cfg::kNT + j) * 32 + lane);
+        float(&v)[4] = sum[mt][j];
+        if (c == owner) {
+          v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w;
+        } else {
+          v[0] += p.x, v[1] += p.y, v[2] += p.z, v[3] += p.w;
+        }
+      }
+    int64_t start;
+    do {
+      ++c;
+      start = c < grid ? balanced_start(units, c, grid) : last_unit + 1;
+    } while (start <= last_unit && balanced_start(units, c + 1, grid) == start);
+    if (start > last_unit) break;
+    src = partial_slot<Cfg>(args, c, warp, 0);
+  }
+  return true;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* smem, int warp, int total) {
   using Header = typename Cfg::Header;
   constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kChains = Cfg::kChains;
   const int lane = threadIdx.x % 32;
@@ -265,8 +388,8 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
     const Header& h = headers[stage];
     const int item = h.item;
     if (item < 0) break;
-    const int kc = h.kc, ntile = h.ntile;
-    if (kc == 0) {
+    const int kc = h.kc, ntile = h.ntile, flags = h.flags;
+    if (flags & kFirstStage) {
 #pragma unroll
       for (int c = 0; c < kChains; ++c)
 #pragma unroll
@@ -296,29 +419,32 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
     } else {
       mma_stage<Cfg, false>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
     }
-    const bool last = kc == num_kc - 1;
-    // Epilogue inputs are read from this stage's header and used (chains summed and scaled by
-    // the top-k weight, row pointers formed from the slots) before the stage is released, so no
-    // shared load is still in flight when the producer may overwrite the header.
+    const bool last = (flags & kLastStage) != 0;
+    // Epilogue inputs are read from this stage's header (row pointers from the slots, top-k
+    // weights) and the chains summed before the stage is released, so no shared load is still in
+    // flight when the producer may overwrite the header.
     __nv_bfloat16* rows[kNT][2];
+    float weights[kNT][2];
     if (last) {
 #pragma unroll
       for (int j = 0; j < kNT; ++j)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int slot = h.slots[j * 8 + 2 * t + i];
-          const float weight = h.weights[j * 8 + 2 * t + i];
+          weights[j][i] = h.weights[j * 8 + 2 * t + i];
           rows[j][i] = slot < args.num_slots ? args.out + static_cast<int64_t>(slot) * args.n : nullptr;
-#pragma unroll
-          for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-            for (int r = i; r < 4; r += 2) {  // regs 0/2: token 2t, regs 1/3: token 2t + 1
-              float sum = acc[0][mt][j][r];
-#pragma unroll
-              for (int c = 1; c < kChains; ++c) sum += acc[c][mt][j][r];
-              acc[0][mt][j][r] = sum * weight;
-            }
         }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            float sum = acc[0][mt][j][r];
+#pragma unroll
+            for (int c = 1; c < kChains; ++c) sum += acc[c][mt][j][r];
+            acc[0][mt][j][r] = sum;
+          }
     }
     __syncwarp();
     if (lane == 0) ptx::mbarrier_arrive(empty0 + stage * 8);
@@ -327,6 +453,19 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
       phase ^= 1;
     }
     if (last) {
+      if constexpr (Cfg::kBalancedSchedule) {
+        const bool starts_late = (flags & kPartialItem) != 0;
+        if ((starts_late || kc != num_kc - 1) &&
+            !finish_split_part<Cfg>(args, acc[0], item, num_kc, total, starts_late, warp, lane)) {
+          continue;  // a later part finishes this item
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int j = 0; j < kNT; ++j)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) acc[0][mt][j][r] *= weights[j][r & 1];  // regs 0/2: token 2t
       const int atom0 = ntile * Cfg::kAtomsN + warp * kMT;
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -349,7 +488,9 @@ __device__ __forceinline__ void decode_kernel(const DecodeArgs& args) {
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   if (threadIdx.x == 0) {
+    auto* headers = reinterpret_cast<typename Cfg::Header*>(smem + Cfg::kHeaderOffset);
     for (int s = 0; s < Cfg::kStages; ++s) {
+      headers[s].act_block = -1;  // no activations in any slot yet
       ptx::mbarrier_init(full0 + s * 8, 1);
       ptx::mbarrier_init(empty0 + s * 8, Cfg::kWarps);
     }
@@ -361,11 +502,14 @@ __device__ __forceinline__ void decode_kernel(const DecodeArgs& args) {
   int valid_blocks = 0;
   if (args.list_cap > 0) valid_blocks = compact_blocks<Cfg::kThreads>(args, used, list, scratch);
   __syncthreads();  // barrier initialisation (and the list) visible to every warp
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;
+  const int total = (args.list_cap > 0 ? valid_blocks : used) * ntiles;  // work items
   if (warp == Cfg::kWarps) {
-    producer_loop<Cfg>(args, smem, list, valid_blocks, used);
+    producer_loop<Cfg>(args, smem, list, total);
   } else {
     zero_invalid_blocks(args, used, Cfg::kBM, warp, Cfg::kWarps);
-    consumer_loop<Cfg>(args, smem, warp);
+    consumer_loop<Cfg>(args, smem, warp, total);
   }
   if constexpr (Cfg::kDynamic) {
     // The last CTA out resets the counters for the next launch (graph replays included).

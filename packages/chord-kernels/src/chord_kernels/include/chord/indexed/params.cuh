@@ -14,19 +14,25 @@ constexpr int kAtomWords = kAtomBytes / 4;
 constexpr int kTileRows = 4;    // atom rows per packed tile (64 channels)
 constexpr int kTileGroups = 8;  // scale groups per packed tile (256 K)
 
+// Work schedules (scheduler.cuh): strided items, a global atomic counter, or equal contiguous
+// ranges of (item, K stage) units per CTA with items split along K between neighbouring CTAs.
+enum Schedule : int { kStrided = 0, kDynamicCounter = 1, kBalanced = 2 };
+
 // kWarps consumer warps, each owning kMT 16-channel atoms of the CTA's N tile (BN = 16 kWarps kMT);
 // kBM tokens per routing block (a multiple of 8: kBM / 8 mma N tiles); kBK input channels per
-// pipeline stage; kStages stages in the shared-memory ring; kDynamic: items taken from a global
-// atomic counter instead of the semi-static stride.
-template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, bool kDynamic_>
+// pipeline stage; kStages stages in the shared-memory ring; kSchedule a Schedule.
+template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, int kSchedule_>
 struct DecodeConfig {
   static constexpr int kWarps = kWarps_;
   static constexpr int kMT = kMT_;
   static constexpr int kBM = kBM_;
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
-  static constexpr bool kDynamic = kDynamic_;
+  static constexpr int kSchedule = kSchedule_;
+  static constexpr bool kDynamic = kSchedule_ == kDynamicCounter;
+  static constexpr bool kBalancedSchedule = kSchedule_ == kBalanced;
 
+  static_assert(kSchedule_ >= kStrided && kSchedule_ <= kBalanced, "unknown schedule");
   static_assert(kBM % 8 == 0 && kBM <= 32, "block_m must be 8, 16, 24 or 32");
   static_assert(kBK % (kTileGroups * kAtomK) == 0, "a stage holds whole 256-wide K tiles");
   static_assert((kWarps * kMT) % kTileRows == 0, "a CTA tile holds whole 64-channel tiles");
@@ -47,10 +53,15 @@ struct DecodeConfig {
     int item;   // work item (-1: no more work)
     int kc;     // K chunk index within the item
     int ntile;  // N tile of the item
-    int pad;
+    int flags;  // kFirstStage | kLastStage | kPartialItem (this CTA's part of the item)
+    int act_block;  // routing block and K chunk of the activations in the slot (producer only)
+    int act_kc;
+    int pad[2];
     int slots[kBM];  // flat slot of each token row (>= num_slots: padding)
     float weights[kBM];  // top-k weight of each token row (1 without top-k weights)
   };
+  // Floats of one consumer warp's split-K partial (balanced schedule): kMT x kNT tiles of 16 x 8.
+  static constexpr int kPartialFloats = kMT * kNT * 4 * 32;
   // Independent accumulator chains per mma tile: consecutive MMAs of one warp write different
   // accumulators, so the tensor pipe is not serialised on one accumulator's latency.
   static constexpr int kChains = kMT * kNT >= 4 ? 1 : 4 / (kMT * kNT);
@@ -63,6 +74,13 @@ struct DecodeConfig {
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
 };
 
+// Header flags of a stage: the first / last stage of this CTA's part of an item, and whether the
+// part starts after K stage 0 (the balanced schedule's split items: each part writes a partial sum
+// to the workspace and the last part to arrive finishes the item; decode.cuh finish_split_part).
+constexpr int kFirstStage = 1;
+constexpr int kLastStage = 2;
+constexpr int kPartialItem = 4;
+
 struct DecodeArgs {
   const int32_t* tiles;              // [E, N16 * K/32, 72] packed atoms in 64 x 256 tiles
   const __nv_bfloat16* a;            // [rows, K] activations (slot t reads row t / top_k)
@@ -72,6 +90,8 @@ struct DecodeArgs {
   const int32_t* num_tokens_post_padded;  // [1]
   const float* topk_weights;         // [num_slots] or null
   int32_t* counters;                 // [2] zero-initialised (dynamic schedule only)
+  float* partials;                   // [grid * kWarps * 2 * kPartialFloats] (balanced schedule only)
+  int32_t* flags;                    // [grid * kWarps] split-item arrival counters: zero-initialised, left zero
   int n;
   int k;
   int num_experts;

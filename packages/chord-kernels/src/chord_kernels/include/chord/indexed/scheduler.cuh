@@ -3,9 +3,16 @@
 // A work item is (routing block, N tile): the full K of BN output channels of one expert for the
 // block's tokens. Every CTA first compacts the routing blocks that hold a local expert (expert id
 // in [0, E) and inside num_tokens_post_padded, read on the device) into a shared-memory list, so
-// items are dense and equal-sized. Semi-static schedule: CTA c takes items c, c + G, c + 2G ...;
+// items are dense and equal-sized. Strided schedule: CTA c takes items c, c + G, c + 2G ...;
 // dynamic schedule: the producer takes the next item from a global atomic counter (the last CTA
 // to finish resets the counters, so the kernel stays CUDA-graph replayable).
+// Balanced schedule (the decode default): the items' K stages form one sequence of `units` =
+// items x stages and CTA c streams [balanced_start(c), balanced_start(c + 1)), so CTAs differ by
+// at most one stage of work. An item cut by a range boundary is split along K: the CTA holding
+// its first stage owns it. Every part writes its fp32 partial to its own workspace slot and counts
+// itself in on the owner's counter; the last part to arrive sums the partials in CTA order and
+// stores the item (decode.cuh finish_split_part). Nobody waits, so progress never depends on how
+// many CTAs are resident, and results are deterministic.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +25,11 @@ __device__ __forceinline__ int used_blocks(const DecodeArgs& args, int block_m) 
   const int padded = __ldg(args.num_tokens_post_padded);
   const int used = (max(padded, 0) + block_m - 1) / block_m;
   return min(used, args.num_blocks);
+}
+
+// First unit of CTA `cta`'s range under the balanced schedule.
+__device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int grid) {
+  return units * cta / grid;
 }
 
 // Compact the valid blocks of [0, used) into `list` (entries: block | expert << 16). All threads
