@@ -41,6 +41,11 @@ def main() -> int:
     p.add_argument("--budget", type=float, default=540.0,
                    help="seconds for all stages (keep below the outer timeout)")
     p.add_argument("--skip-tests", action="store_true")
+    p.add_argument("--tests", default="", metavar="EXPR",
+                   help="only the GPU tests matching this pytest -k expression")
+    p.add_argument("--skip-kernel", action="store_true", help="no kernel-level benchmark")
+    p.add_argument("--eager", action="store_true",
+                   help="time the layer stack eagerly instead of in CUDA graphs")
     p.add_argument("--quick", action="store_true", help="fewer token counts and CTA counts")
     args = p.parse_args()
     start = time.monotonic()
@@ -106,13 +111,16 @@ def main() -> int:
             env = dict(os.environ, PYTHONPATH=f"{PKG / 'src'}:{os.environ.get('PYTHONPATH', '')}")
             # Own session: on timeout the whole tree (pytest, fork server, ranks) is killed, so
             # no stray rank keeps a GPU busy for the benchmarks.
+            select = ["-k", args.tests] if args.tests else []
             proc = subprocess.Popen(
-                [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-                 str(PKG / "tests")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                [sys.executable, "-m", "pytest", "-q", "-rA", "-m", "gpu", "-p",
+                 "no:cacheprovider", *select, str(PKG / "tests")],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True, env=env, cwd=PKG, start_new_session=True,
             )
             try:
-                out, _ = proc.communicate(timeout=max(60.0, min(200.0, left() - 300)))
+                # Leave about 70 s for the profiler and the layer benchmark.
+                out, _ = proc.communicate(timeout=max(45.0, min(200.0, left() - 70)))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 out, _ = proc.communicate()
@@ -121,13 +129,14 @@ def main() -> int:
             print(tail, flush=True)
             return {"returncode": proc.returncode, "tail": tail}
 
-        report["gpu_tests"] = stage("gpu_tests", 120, run_tests)
+        report["gpu_tests"] = stage("gpu_tests", 60, run_tests)
 
     tokens = [1024, 4096, 16384] if args.quick else list(DEFAULT_TOKENS)
     ctas = [8, 16, 32, 64] if args.quick else list(DEFAULT_CTAS)
-    report["kernel"] = stage("kernel", 90, lambda: launch(
-        kernel_worker, w, 8192, tokens, ctas, backend="nccl",
-        timeout_s=max(60.0, min(240.0, left() - 120)))[0])
+    if not args.skip_kernel:
+        report["kernel"] = stage("kernel", 90, lambda: launch(
+            kernel_worker, w, 8192, tokens, ctas, backend="nccl",
+            timeout_s=max(60.0, min(240.0, left() - 120)))[0])
 
     tables: dict[str, str] = {}
     for model in ("llama-3.3-70b", "mixtral-8x22b"):
@@ -135,14 +144,15 @@ def main() -> int:
 
         def prof(model: str = model, path: Path = path) -> dict[str, Any]:
             res = launch(profile_worker, w, model, [512, 1024, 2048, 4096, 8192], 2, str(path),
-                         backend="nccl", timeout_s=max(50.0, min(120.0, left() - 40)))[0]
+                         backend="nccl", timeout_s=max(30.0, min(120.0, left() - 25)))[0]
             tables[model] = str(path)
             return res
 
-        report[f"profile_{model}"] = stage(f"profile_{model}", 50, prof)
-        report[f"layer_{model}"] = stage(f"layer_{model}", 40, lambda model=model: launch(
+        report[f"profile_{model}"] = stage(f"profile_{model}", 30, prof)
+        report[f"layer_{model}"] = stage(f"layer_{model}", 20, lambda model=model: launch(
             layer_worker, w, model, [1024, 2048, 4096, 8192], 2, 16, tables.get(model),
-            backend="nccl", timeout_s=max(40.0, min(120.0, left() - 5)))[0])
+            "cuda", "full", not args.eager,
+            backend="nccl", timeout_s=max(30.0, min(120.0, left() - 5)))[0])
 
     (args.out / f"tokenweave_tp{w}.json").write_text(json.dumps(report, indent=1, default=str))
     _print_summary(report)
@@ -185,16 +195,31 @@ def _print_summary(report: dict[str, Any]) -> None:
             print(f"profile {model}: threshold {prof['table']['threshold']}; " + "; ".join(
                 f"{k}: split {e['split']} ctas {e['num_ctas']} weave {e['weave']}"
                 for k, e in prof["table"]["entries"].items()))
+            for line in prof.get("log", []):
+                print(f"    {line}")
         layer = report.get(f"layer_{model}")
         if layer:
             print(f"layer {model} ({layer['num_layers']} layers, us/forward): tokens sequential "
-                  "fused tokenweave nocomm table | tw/seq  nocomm/tw  split")
+                  "fused tokenweave nocomm table | tw/seq table/seq nocomm/tw split | graphs")
             for r in layer["rows"]:
+                graphs = "".join("G" if g else "e" for g in (r.get("graph") or {}).values())
+                table_speedup = (r["sequential_us"] / r["table_us"]
+                                 if r.get("table_us") and r.get("sequential_us") else None)
                 print(f"  {r['tokens']:>6} {_fmt(r.get('sequential_us')):>9} "
                       f"{_fmt(r.get('fused_us')):>9} {_fmt(r.get('tokenweave_us')):>9} "
                       f"{_fmt(r.get('nocomm_us')):>9} {_fmt(r.get('table_us')):>9} | "
-                      f"{_fmt(r.get('speedup_vs_sequential'), 3)} "
-                      f"{_fmt(r.get('fraction_of_nocomm'), 3)} {r.get('split')}")
+                      f"{_fmt(r.get('speedup_vs_sequential'), 3)} {_fmt(table_speedup, 3)} "
+                      f"{_fmt(r.get('fraction_of_nocomm'), 3)} {r.get('split')} | {graphs}")
+                print(f"         check_ok {r.get('check_ok')} x_same {r.get('x_same_on_ranks')} "
+                      f"err fused {_fmt(r.get('fused_max_err'), 4)} tw "
+                      f"{_fmt(r.get('tokenweave_max_err'), 4)} (free {_fmt(r.get('fused_free_err'), 3)}"
+                      f"/{_fmt(r.get('tokenweave_free_err'), 3)}, flips "
+                      f"{r.get('fused_routing_flips', '-')}/{r.get('tokenweave_routing_flips', '-')}) "
+                      f"boundary y {_fmt(r.get('boundary_fused_max_y_err'), 4)}/"
+                      f"{_fmt(r.get('boundary_tokenweave_max_y_err'), 4)} bad "
+                      f"{r.get('boundary_fused_bad')}/{r.get('boundary_tokenweave_bad')}"[:600])
+                if r.get("errors"):
+                    print(f"         errors: {str(r['errors'])[:800]}")
 
 
 if __name__ == "__main__":

@@ -86,3 +86,84 @@ def sleepy_worker(rank: int, world_size: int) -> None:
     if rank == 1:
         time.sleep(120)
     dist.barrier()
+
+
+def checks_worker(rank: int, world_size: int, model: str, tokens: int, split: int,
+                  corrupt_row: int | None) -> dict[str, Any]:
+    """Boundary checks of the fused variants; ``corrupt_row``: rank 0's fused op returns that
+    row of ``y`` off by 0.5 (a planted bug the checks must catch)."""
+    from chord_tokenweave import model as model_mod
+    from chord_tokenweave.model import RoutingLog
+
+    cfg = {"tiny-dense": TINY_DENSE, "tiny-moe": TINY_MOE}[model]
+    m = TPModel(cfg, seed=7)
+    x = torch.randn(tokens, cfg.hidden, generator=torch.Generator().manual_seed(8))
+    x = x.to(torch.bfloat16)
+    if corrupt_row is not None and rank == 0:
+        real = model_mod.fused_allreduce_rmsnorm
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            y, res = real(*args, **kwargs)
+            y = y.clone()
+            y[corrupt_row] += 0.5
+            return y, res
+
+        model_mod.fused_allreduce_rmsnorm = broken  # type: ignore[assignment]
+    log = RoutingLog()
+    ref = m.forward(x, "sequential", routing=log)
+    out: dict[str, Any] = {}
+    for variant in ("fused", "tokenweave"):
+        checks: list[Any] = []
+        y = m.forward(x, variant, decision=Decision(tokens, True, split, 4, None),
+                      routing=log.frozen(), checks=checks)
+        out[variant] = {"checks": m.summarise_checks(checks),
+                        "err": (y.float() - ref.float()).abs().max().item()}
+    return out
+
+
+def plane_plumbing_worker(rank: int, world_size: int, model: str, tokens: int,
+                          split: int) -> dict[str, float]:
+    """The GPU path's buffer plumbing on CPU: partial sums written into workspace planes
+    (``matmul(out=...)``), the fused op reading them in place and returning ``y`` as a view of
+    the same plane, which the next stage reads while writing its own partial there. The
+    kernel is emulated by the torch fallback writing into the plane; planes start as NaN so a
+    read of a row nobody wrote shows."""
+    from chord_tokenweave import model as model_mod
+    from chord_tokenweave.fused import _fallback
+    from chord_tokenweave.model import RoutingLog
+
+    cfg = {"tiny-dense": TINY_DENSE, "tiny-moe": TINY_MOE}[model]
+    m = TPModel(cfg, seed=9)
+
+    class Planes:
+        def __init__(self, n: int) -> None:
+            self.max_tokens = n
+            self.planes = [torch.full((n, cfg.hidden), float("nan"), dtype=torch.bfloat16)
+                           for _ in range(2)]
+
+        def input_buffer(self, n: int, channel: int = 0) -> torch.Tensor:
+            return self.planes[channel][:n]
+
+    ws = Planes(tokens)
+
+    def emulated(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                 group: Any = None, *, residual_mode: str, workspace: Any, channel: int,
+                 num_ctas: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        plane = workspace.input_buffer(x.shape[0], channel)
+        assert x.data_ptr() == plane.data_ptr(), "partial not written into the plane"
+        return _fallback(x, residual, weight, eps, dist.group.WORLD, rank, world_size,
+                         residual_mode, plane)
+
+    m.workspace = lambda n: ws  # type: ignore[method-assign]
+    model_mod.uses_gpu_path = lambda x, group=None: True  # type: ignore[assignment]
+    model_mod.fused_allreduce_rmsnorm = emulated  # type: ignore[assignment]
+    x = torch.randn(tokens, cfg.hidden, generator=torch.Generator().manual_seed(10))
+    x = x.to(torch.bfloat16)
+    log = RoutingLog()
+    ref = m.forward(x, "sequential", routing=log)
+    out = {}
+    for variant in ("fused", "tokenweave"):
+        y = m.forward(x, variant, decision=Decision(tokens, True, split, 4, None),
+                      routing=log.frozen())
+        out[variant] = (y.float() - ref.float()).abs().max().item()
+    return out

@@ -56,3 +56,18 @@ def test_pipeline_smem_matches_what_triton_allocates() -> None:
     assert abs(pipeline_smem(2, 8192, 2, 3) - 196800) < 1024
     assert abs(pipeline_smem(8, 8192, 1, 2) - 147736) < 1024
     assert pipeline_smem(8, 8192, 2, 2) > SMEM_LIMIT and pipeline_smem(2, 8192, 1, 1) == 0
+
+
+def test_default_kernel_config_fits_shared_memory() -> None:
+    from chord_tokenweave.fused import SMEM_LIMIT, default_config, pipeline_smem
+
+    # The fastest configuration of the H200 TP2 sweep, where it fits.
+    assert default_config(2, 8192) == (2, 16, 3)
+    assert default_config(2, 6144) == (2, 16, 3)
+    assert default_config(4, 8192) == (1, 8, 3)
+    assert default_config(8, 8192) == (2, 16, 1)
+    for world in (2, 4, 8):
+        for hidden in (1024, 4096, 5120, 6144, 8192):
+            rows, _warps, stages = default_config(world, hidden)
+            assert pipeline_smem(world, hidden, rows, stages) <= SMEM_LIMIT
+    assert default_config(2, 1024) == (4, 8, 1)

@@ -49,3 +49,6 @@ def test_layer_benchmark_code_path_on_cpu(tmp_path: Path) -> None:
     for key in ("sequential_us", "fused_us", "tokenweave_us", "nocomm_us", "table_us"):
         assert row[key] > 0
     assert row["fused_max_err"] < 0.1 and row["tokenweave_max_err"] < 0.1
+    assert row["check_ok"] and row["x_same_on_ranks"] and row["sequential_same_on_ranks"]
+    assert row["boundary_fused_bad"] == [] and row["boundary_tokenweave_bad"] == []
+    assert row["boundary_tokenweave_max_y_err"] < 0.05

@@ -10,8 +10,10 @@ import pytest
 import torch
 from _workers import (
     FUSED_CASES,
+    checks_worker,
     fused_worker,
     model_worker,
+    plane_plumbing_worker,
     rank_input,
     shared_inputs,
     sleepy_worker,
@@ -112,3 +114,33 @@ def test_launch_times_out_instead_of_hanging() -> None:
     with pytest.raises(TokenWeaveError, match="did not finish"):
         launch(sleepy_worker, 2, timeout_s=4)
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize("model", ["tiny-dense", "tiny-moe"])
+def test_boundary_checks_pass_and_outputs_agree_with_replayed_routing(model: str) -> None:
+    results = launch(checks_worker, 2, model, 13, 6, None, timeout_s=120)
+    for res in results:
+        for variant, splits in (("fused", 1), ("tokenweave", 2)):
+            checks = res[variant]["checks"]
+            assert len(checks) == 2 * TINY_DENSE.num_layers * splits
+            assert all(c["bad"] == 0 and c["first_bad_row"] == -1 for c in checks), checks
+            assert all(c["y_err"] <= 0.05 for c in checks)
+            assert res[variant]["err"] < 0.1
+
+
+def test_boundary_checks_catch_a_planted_bug() -> None:
+    res = launch(checks_worker, 2, "tiny-dense", 13, 6, 1, timeout_s=120)
+    fused = res[0]["fused"]["checks"]
+    assert all(c["bad"] > 0 and c["first_bad_row"] == 1 for c in fused), fused
+    # Row 1 of 13 belongs to rank 0 (rows 0..5): an own row, not a stale partial.
+    assert all(c["bad_own_rows"] == 1 and c["bad_peer_rows"] == 0 and c["stale_rows"] == 0
+               for c in fused), fused
+    # Tokenweave: split 0 has 6 rows (row 1 is corrupted), split 1 has 7 (row 1 likewise).
+    assert all(c["first_bad_row"] == 1 for c in res[0]["tokenweave"]["checks"])
+    assert all(c["bad"] == 0 for c in res[1]["fused"]["checks"])  # rank 1 runs the real op
+
+
+@pytest.mark.parametrize("model", ["tiny-dense", "tiny-moe"])
+def test_gpu_path_plumbing_with_an_emulated_kernel(model: str) -> None:
+    for res in launch(plane_plumbing_worker, 2, model, 13, 6, timeout_s=120):
+        assert res["fused"] < 0.1 and res["tokenweave"] < 0.1, res  # NaN fails too

@@ -90,3 +90,18 @@ def test_choose_threshold_is_monotone() -> None:
     assert choose_threshold({1024: True, 2048: False, 4096: True}) == 4096
     assert choose_threshold({1024: True, 2048: True}) == 1024
     assert choose_threshold({1024: True, 2048: False}) is None
+
+
+def test_library_fallback_entry(tmp_path: Path) -> None:
+    t = _table()
+    t.entries[4096] = TableEntry(split=2176, num_ctas=16, weave=True, library=True)
+    d = t.decide(4096)
+    assert d.library and not d.weave and d.split is None
+    assert d.as_tuple() == (4096, 0, -1, 16, 1)
+    loaded = SplitTable.load(t.save(tmp_path / "t.json"), world_size=2)
+    assert loaded.entries[4096].library and not loaded.entries[8192].library
+    # Tables written before the field existed load with library=False.
+    doc = t.to_json()
+    for entry in doc["entries"].values():
+        entry.pop("library")
+    assert not any(e.library for e in SplitTable.from_json(doc).entries.values())

@@ -23,10 +23,12 @@ import torch
 import torch.distributed as dist
 
 from chord_tokenweave.fused import (
+    SMEM_LIMIT,
     SymmetricWorkspace,
     _symmetric_alloc,
     add_rmsnorm_,
     add_rmsnorm_reference,
+    pipeline_smem,
     reduce_in_rank_order,
     shard_range,
 )
@@ -37,16 +39,6 @@ BW_CTAS = (4, 8, 16, 32, 64, 132)
 # (rows per loop iteration, warps, pipeline stages): more rows or stages = more bytes in flight
 # per CTA (stages > 1 prefetch the next rows with cp.async into shared memory).
 FUSED_VARIANTS = ((1, 8, 1), (2, 16, 1), (1, 8, 2), (1, 8, 3), (2, 16, 2), (2, 16, 3))
-SMEM_LIMIT = 220 * 1024  # H100/H200: 227 KB of shared memory per CTA at most
-
-
-def pipeline_smem(world_size: int, hidden: int, rows: int, stages: int) -> int:
-    """Shared memory the pipelined row loop needs (W peer tiles + the residual per stage).
-
-    Matches what Triton 3.6/3.9 allocate for this kernel: (stages - 1) buffered iterations.
-    """
-    block = 1 << max(0, (hidden - 1).bit_length())
-    return max(0, stages - 1) * rows * (world_size + 1) * block * 2
 
 
 def _max_over_ranks(value: float, device: torch.device) -> float:
@@ -358,13 +350,19 @@ def _summarise(
 def layer_worker(
     rank: int, world_size: int, model_name: str, tokens: Sequence[int], num_layers: int = 2,
     num_ctas: int = 16, table_path: str | None = None, device_kind: str = "cuda",
-    scale: str = "full",
+    scale: str = "full", graph: bool = True, reps: int = 5,
 ) -> dict[str, Any]:
-    """Four variants of the layer stack per token count (eager, µs per forward, max over ranks).
+    """Four variants of the layer stack per token count (µs per forward, max over ranks).
 
+    On GPU each forward is captured in a CUDA graph and replayed (``graph``), both streams of
+    the weave inside the capture; a variant whose capture fails anywhere is timed eagerly and
+    says so (``graph`` per variant). Correctness per token count: outputs of the fused variants
+    against sequential with sequential's MoE routing replayed (``*_max_err``), without replay
+    (``*_free_err``, routing flips counted), and every AllReduce+add+RMSNorm of the fused
+    variants against the exact reference (``boundary_*``).
     ``device_kind="cpu"`` with ``scale="tiny"`` is a smoke run of the same code (tests)."""
     from chord_tokenweave.model import MODELS, TINY_DENSE, TINY_MOE, TPModel
-    from chord_tokenweave.profile import time_us
+    from chord_tokenweave.profile import time_call
     from chord_tokenweave.table import Decision, SplitTable
 
     device = torch.device("cuda", rank) if device_kind == "cuda" else torch.device("cpu")
@@ -376,30 +374,74 @@ def layer_worker(
         model.workspace(max(tokens))
     table = SplitTable.load(table_path, world_size=world_size) if table_path else None
     out: dict[str, Any] = {"model": cfg.name, "num_layers": num_layers, "rows": []}
+    gen = torch.Generator(device=device)
     for num_tokens in tokens:
-        x = torch.randn(num_tokens, cfg.hidden, device=device).to(torch.bfloat16)
-        row: dict[str, Any] = {"tokens": num_tokens}
+        gen.manual_seed(num_tokens)  # the same x on every rank, by construction
+        x = torch.randn(num_tokens, cfg.hidden, generator=gen, device=device).to(torch.bfloat16)
+        row: dict[str, Any] = {"tokens": num_tokens, "graph": {}}
         forced = model.decide(num_tokens, threshold=0, num_ctas=num_ctas)
         forced = Decision(num_tokens, forced.split is not None, forced.split, num_ctas, None)
         row["split"] = forced.split
+
+        def timed(key: str, variant: str, d: Decision | None, row: dict[str, Any] = row,
+                  x: torch.Tensor = x) -> None:
+            def run() -> float:
+                us, graphed = time_call(lambda: model.forward(x, variant, decision=d),  # type: ignore[arg-type]
+                                        device=device, warmup=2, reps=reps, graph=graph)
+                row["graph"][key] = graphed
+                return us
+
+            _safe(row, f"{key}_us", run)
+
         for variant in ("sequential", "fused", "tokenweave", "nocomm"):
-            _safe(row, f"{variant}_us", lambda v=variant, x=x, d=forced: time_us(
-                lambda: model.forward(x, v, decision=d), device=device, warmup=2, reps=5))
+            timed(variant, variant, forced)
         if table is not None:
             d = table.decide(num_tokens)
             row["table_decision"] = {"weave": d.weave, "split": d.split, "num_ctas": d.num_ctas}
-            _safe(row, "table_us", lambda d=d, x=x: time_us(
-                lambda: model.forward(x, "tokenweave", decision=d), device=device, warmup=2, reps=5))
-        ref = model.forward(x, "sequential")
-        for variant in ("fused", "tokenweave"):
-            y = model.forward(x, variant, decision=forced)
-            row[f"{variant}_max_err"] = (y.float() - ref.float()).abs().max().item()
+            timed("table", "tokenweave", d)
+        _safe(row, "check_ok", lambda row=row, x=x, forced=forced: _layer_errors(
+            model, x, forced, row))
         if row.get("tokenweave_us") and row.get("sequential_us"):
             row["speedup_vs_sequential"] = row["sequential_us"] / row["tokenweave_us"]
+        if row.get("table_us") and row.get("sequential_us"):
+            row["table_speedup_vs_sequential"] = row["sequential_us"] / row["table_us"]
         if row.get("tokenweave_us") and row.get("nocomm_us"):
             row["fraction_of_nocomm"] = row["nocomm_us"] / row["tokenweave_us"]
         out["rows"].append(row)
     return out
+
+
+def _layer_errors(model: Any, x: torch.Tensor, forced: Any, row: dict[str, Any]) -> bool:
+    """Fill ``row`` with the correctness numbers of :func:`layer_worker`; True when all pass."""
+    from chord_tokenweave.model import RoutingLog
+
+    world = model.world_size
+    gathered = model._gather_full(x)
+    row["x_same_on_ranks"] = all(torch.equal(g, gathered[0]) for g in gathered)
+    log = RoutingLog()
+    ref = model.forward(x, "sequential", routing=log)
+    refs = model._gather_full(ref)
+    row["sequential_same_on_ranks"] = all(torch.equal(g, refs[0]) for g in refs)
+    ok = row["x_same_on_ranks"] and row["sequential_same_on_ranks"]
+    for variant in ("fused", "tokenweave"):
+        y = model.forward(x, variant, decision=forced, routing=log.frozen())
+        row[f"{variant}_max_err"] = (y.float() - ref.float()).abs().max().item()
+        free_log = RoutingLog()
+        y = model.forward(x, variant, decision=forced, routing=free_log)
+        row[f"{variant}_free_err"] = (y.float() - ref.float()).abs().max().item()
+        if model.cfg.is_moe:
+            row[f"{variant}_routing_flips"] = log.flips(free_log)
+        checks: list[Any] = []
+        model.forward(x, variant, decision=forced, checks=checks)
+        summary = model.summarise_checks(checks)
+        row[f"boundary_{variant}_max_y_err"] = max((c["y_err"] for c in summary), default=0.0)
+        bad = [c for c in summary if c["bad"]]
+        row[f"boundary_{variant}_bad"] = bad[:4]
+        ok = ok and not bad and row[f"{variant}_max_err"] < 0.1
+    flag = torch.tensor([int(ok)], device=x.device if x.is_cuda else "cpu")
+    if world > 1:
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag.item())
 
 
 def profile_worker(

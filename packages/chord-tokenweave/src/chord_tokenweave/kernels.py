@@ -166,12 +166,17 @@ def fused_ar_rmsnorm_kernel(
         offs = rows.to(tl.int64)[:, None] * D + cols[None, :]
         # Fixed rank order 0..W-1, fp32: every rank would compute the same bits for a row.
         acc = tl.zeros([ROWS, BLOCK_D], dtype=tl.float32)
+        # ".cg": cache in L2 only. The planes are rewritten between calls by other kernels
+        # (GEMMs, often through TMA) and by the peers' pushes; an L1 line kept from an earlier
+        # call would be stale, and each row is read once per call anyway.
         for p in tl.static_range(W):
             src = tl.load(buf_ptrs + p).to(tl.pointer_type(dty))
             src = tl.multiple_of(src, 16)
-            acc += tl.load(src + x_off + offs, mask=m, other=0.0).to(tl.float32)
+            acc += tl.load(src + x_off + offs, mask=m, other=0.0,
+                           cache_modifier=".cg").to(tl.float32)
         roffs = (rows - res_row_base).to(tl.int64)[:, None] * D + cols[None, :]
-        acc += tl.load(residual_ptr + roffs, mask=m, other=0.0).to(tl.float32)
+        acc += tl.load(residual_ptr + roffs, mask=m, other=0.0,
+                       cache_modifier=".cg").to(tl.float32)
         h = acc.to(dty)
         if MODE == 1:
             for p in tl.static_range(W):

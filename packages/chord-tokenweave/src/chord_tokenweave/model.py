@@ -28,8 +28,10 @@ from chord_tokenweave.errors import TokenWeaveInputError
 from chord_tokenweave.fused import (
     SymmetricWorkspace,
     add_rmsnorm_,
+    add_rmsnorm_reference,
     allreduce_add_rmsnorm,
     fused_allreduce_rmsnorm,
+    reduce_in_rank_order,
     shard_range,
     uses_gpu_path,
 )
@@ -39,6 +41,54 @@ from chord_tokenweave.table import Decision, SplitTable
 
 Variant = Literal["sequential", "fused", "tokenweave", "nocomm"]
 VARIANTS: tuple[Variant, ...] = ("sequential", "fused", "tokenweave", "nocomm")
+MoeImpl = Literal["auto", "grouped", "loop"]
+
+
+class RoutingLog:
+    """MoE router decisions per layer, recorded by one run and replayed by another.
+
+    Variants differ in the last bf16 bit of their hidden states (NCCL reduces in bf16, the fused
+    op in fp32), which can flip a top-k choice between two near-tied experts and change that
+    token's output completely. Comparing variants with the routing of one of them replayed makes
+    the comparison exact up to rounding, so it can stay tight.
+    """
+
+    def __init__(self) -> None:
+        self.topi: dict[int, torch.Tensor] = {}  # layer -> [T, top_k] int64
+        self.topw: dict[int, torch.Tensor] = {}  # layer -> [T, top_k] fp32
+        self.replay = False
+
+    def frozen(self) -> RoutingLog:
+        """A replaying copy (the recorded tensors are shared, not copied)."""
+        log = RoutingLog()
+        log.topi, log.topw, log.replay = self.topi, self.topw, True
+        return log
+
+    def flips(self, other: RoutingLog) -> int:
+        """Number of (layer, token) pairs whose expert sets differ between two logs."""
+        n = 0
+        for layer, mine in self.topi.items():
+            a = mine.sort(dim=-1).values
+            b = other.topi[layer].sort(dim=-1).values
+            n += int((a != b).any(dim=-1).sum())
+        return n
+
+
+@dataclass
+class BoundaryCheck:
+    """One AllReduce+add+RMSNorm of a run, checked against the exact reference (tensors until
+    :meth:`TPModel.summarise_checks` turns them into numbers)."""
+
+    call: int  # index of the comm call in issue order
+    split: int
+    num_tokens: int
+    y_err: torch.Tensor  # max |y - y_ref| (fp32 scalar)
+    h_err: torch.Tensor
+    bad: torch.Tensor  # elements beyond tolerance (int64 scalar)
+    first_bad_row: torch.Tensor  # -1 when none
+    bad_own_rows: torch.Tensor  # bad rows this rank owns (computed here)
+    bad_peer_rows: torch.Tensor  # bad rows owned by peers (pushed here)
+    stale_rows: torch.Tensor  # bad rows still holding this rank's own partial sum
 
 
 @dataclass(frozen=True)
@@ -238,6 +288,13 @@ class TPModel:
         self.kv_heads = cfg.num_kv_heads // self.world_size
         self._workspace: SymmetricWorkspace | None = None
         self._kv: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self._bounds: list[int] = []
+        self._routing: RoutingLog | None = None
+        # "auto": grouped GEMMs (torch._grouped_mm: no host sync, capturable) where they run,
+        # else the per-expert loop (its nonzero() syncs the host every expert).
+        self.moe_impl: MoeImpl = "auto"
+        self._grouped_ok: bool | None = None
+        self._comm_stream: torch.cuda.Stream | None = None
 
     # ---- decisions -------------------------------------------------------------------------
     def decide(
@@ -246,7 +303,7 @@ class TPModel:
         table: SplitTable | None = None,
         *,
         threshold: int = 1024,
-        num_ctas: int = 32,
+        num_ctas: int = 16,
         num_sms: int = 132,
     ) -> Decision:
         """Split decision for ``num_tokens``: from the profiler table, else wave-aware math."""
@@ -294,10 +351,47 @@ class TPModel:
             if out is None:
                 return act @ w.w2.t()
             return torch.matmul(act, w.w2.t(), out=out)
-        logits = (h @ w.router.t()).float()
-        probs = torch.softmax(logits, dim=-1)
+        topi, topw = self._route(layer, split, h)
+        acc = self._experts(w, h, topi, topw)
+        if out is None:
+            return acc.to(h.dtype)
+        return out.copy_(acc)
+
+    def _route(self, layer: int, split: int, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-k experts and their renormalised weights; recorded or replayed via the log."""
+        log = self._routing
+        a, b = self._bounds[split], self._bounds[split + 1]
+        if log is not None and log.replay:
+            return log.topi[layer][a:b], log.topw[layer][a:b]
+        w = self.layers[layer]
+        assert w.router is not None
+        probs = torch.softmax((h @ w.router.t()).float(), dim=-1)
         topw, topi = probs.topk(self.cfg.top_k, dim=-1)
         topw = topw / topw.sum(-1, keepdim=True)
+        if log is not None:
+            total = self._bounds[-1]
+            if layer not in log.topi or log.topi[layer].shape[0] != total:
+                log.topi[layer] = topi.new_empty(total, topi.shape[1])
+                log.topw[layer] = topw.new_empty(total, topw.shape[1])
+            log.topi[layer][a:b] = topi
+            log.topw[layer][a:b] = topw
+        return topi, topw
+
+    def _experts(
+        self, w: LayerShard, h: torch.Tensor, topi: torch.Tensor, topw: torch.Tensor,
+        impl: MoeImpl | None = None,
+    ) -> torch.Tensor:
+        """fp32 ``sum_k topw[:, k] * expert_{topi[:, k]}(h)`` ([T, H])."""
+        impl = impl or self.moe_impl
+        if impl != "loop" and self._grouped_ok is not False and hasattr(torch, "_grouped_mm"):
+            try:
+                acc = self._experts_grouped(w, h, topi, topw)
+                self._grouped_ok = True
+                return acc
+            except (RuntimeError, NotImplementedError, TypeError):
+                if impl == "grouped":
+                    raise
+                self._grouped_ok = False  # unsupported here (device, dtype, torch version)
         acc = torch.zeros(h.shape, dtype=torch.float32, device=h.device)
         for e in range(self.cfg.num_experts):
             tok, slot = (topi == e).nonzero(as_tuple=True)
@@ -306,9 +400,27 @@ class TPModel:
             gate, up = (h[tok] @ w.w13[e].t()).chunk(2, dim=-1)
             y = (F.silu(gate) * up) @ w.w2[e].t()
             acc.index_add_(0, tok, y.float() * topw[tok, slot, None])
-        if out is None:
-            return acc.to(h.dtype)
-        return out.copy_(acc)
+        return acc
+
+    def _experts_grouped(
+        self, w: LayerShard, h: torch.Tensor, topi: torch.Tensor, topw: torch.Tensor
+    ) -> torch.Tensor:
+        """The same sum with the (token, slot) rows sorted by expert and two grouped GEMMs.
+
+        Everything stays on the device (no nonzero(), no host sync), so it overlaps with the
+        comm stream and can be captured in a CUDA graph.
+        """
+        t, k = topi.shape
+        flat = topi.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        experts = torch.arange(self.cfg.num_experts, device=h.device)
+        offs = (flat[:, None] == experts[None, :]).sum(0).cumsum(0).to(torch.int32)
+        rows = h.index_select(0, order // k)
+        gate, up = torch._grouped_mm(rows, w.w13.transpose(1, 2), offs=offs).chunk(2, dim=-1)
+        y = torch._grouped_mm(F.silu(gate) * up, w.w2.transpose(1, 2), offs=offs)
+        back = torch.empty_like(y).index_copy_(0, order, y)  # row j = (token j // k, slot j % k)
+        # Slot 0 then slot 1 (fp32, a + b is exact-order independent for top_k = 2), as the loop.
+        return (back.view(t, k, -1).float() * topw[..., None]).sum(1)
 
     def stages(self) -> list[Stage]:
         """Attention and MLP of every layer, each ending in the norm that follows it."""
@@ -338,8 +450,15 @@ class TPModel:
         decision: Decision | None = None,
         trace: list[TraceEvent] | None = None,
         check_decision: bool = True,
+        routing: RoutingLog | None = None,
+        checks: list[BoundaryCheck] | None = None,
     ) -> torch.Tensor:
-        """Run the stack on ``x`` ([T, H], same on every rank); returns the final normed hidden."""
+        """Run the stack on ``x`` ([T, H], same on every rank); returns the final normed hidden.
+
+        ``routing``: record the MoE routing into an empty log, or replay a frozen one.
+        ``checks``: for the fused variants, check every AllReduce+add+RMSNorm against the exact
+        reference computed from the same inputs (all-gathers: slow, diagnostics and tests).
+        """
         if variant not in VARIANTS:
             raise TokenWeaveInputError(f"variant must be one of {VARIANTS}, got {variant!r}")
         if x.ndim != 2 or x.shape[1] != self.cfg.hidden or x.dtype != self.dtype:
@@ -353,9 +472,19 @@ class TPModel:
             decision = decision or self.decide(num_tokens)
             if self.distributed and check_decision:
                 check_consistent(decision, self.group)
-            if decision.weave and decision.split is not None:
+            if decision.library:
+                variant = "sequential"  # the profiler found the library path fastest here
+            elif decision.weave and decision.split is not None:
                 bounds = [0, decision.split, num_tokens]
         num_ctas = decision.num_ctas if decision is not None else None
+        if routing is not None and routing.replay:
+            held = {t.shape[0] for t in routing.topi.values()}
+            if held - {num_tokens}:
+                raise TokenWeaveInputError(
+                    f"the routing log was recorded for {sorted(held)} tokens, this batch has "
+                    f"{num_tokens}"
+                )
+        self._bounds, self._routing = bounds, routing
         splits = list(itertools.pairwise(bounds))
         first_norm = self.layers[0].input_norm
         hiddens = [rmsnorm(x[a:b], first_norm, self.eps) for a, b in splits]
@@ -382,15 +511,100 @@ class TPModel:
                 workspace=ws, channel=split, num_ctas=num_ctas,
             )
 
-        def out_buffer(split: int, n: int) -> torch.Tensor | None:
-            return ws.input_buffer(n, split) if ws is not None else None
+        def checked(split: int, partial: torch.Tensor, residual: torch.Tensor,
+                    weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            assert checks is not None
+            parts = self._gather_full(partial)
+            res_full = self._gather_rows(residual, partial.shape[0])
+            y, res = comm(split, partial, residual, weight)
+            checks.append(self._check_boundary(len(checks), split, y, res, parts, res_full,
+                                               weight, sharded))
+            return y, res
 
-        streams = StreamPair(self.device, overlap=len(splits) > 1)
-        hiddens, _ = run_weave(
-            self.stages(), hiddens, residuals, comm, streams, out_buffer=out_buffer, trace=trace
-        )
-        self._kv.clear()
+        use_checks = checks is not None and sharded
+        streams = self._streams(overlap=len(splits) > 1)
+        try:
+            hiddens, _ = run_weave(
+                self.stages(), hiddens, residuals, checked if use_checks else comm, streams,
+                out_buffer=lambda split, n: ws.input_buffer(n, split) if ws is not None else None,
+                trace=trace,
+            )
+        finally:
+            self._kv.clear()
+            self._routing = None
         return torch.cat(hiddens, dim=0) if len(hiddens) > 1 else hiddens[0].clone()
+
+    def _streams(self, *, overlap: bool) -> StreamPair:
+        """Compute = the current stream (a capture stream under CUDA-graph capture); the comm
+        stream is created once per model (a fresh stream per call would leak under capture)."""
+        if self.device.type == "cuda" and overlap and self._comm_stream is None:
+            low, high = torch.cuda.Stream.priority_range()
+            self._comm_stream = torch.cuda.Stream(device=self.device, priority=min(low, high))
+        return StreamPair(self.device, overlap=overlap, comm_stream=self._comm_stream)
+
+    # ---- boundary checks (diagnostics) ---------------------------------------------------------
+    def _gather_full(self, t: torch.Tensor) -> list[torch.Tensor]:
+        """Every rank's ``t`` (same shape everywhere), bit-exact on NCCL and gloo."""
+        from chord_tokenweave.fused import _all_gather_rows
+
+        pg = self.group if self.group is not None else dist.group.WORLD
+        assert pg is not None
+        if not t.is_cuda:
+            return _all_gather_rows(t, pg, self.world_size)
+        parts = [torch.empty_like(t) for _ in range(self.world_size)]
+        dist.all_gather(parts, t.contiguous(), group=pg)
+        return parts
+
+    def _gather_rows(self, own: torch.Tensor, num_tokens: int) -> torch.Tensor:
+        """The ``[T, D]`` tensor whose rows ``shard_range(T, W, p)`` rank ``p`` holds."""
+        chunk = -(-num_tokens // self.world_size)
+        padded = own.new_zeros(chunk, own.shape[1])
+        padded[: own.shape[0]] = own
+        pieces = []
+        for p, part in enumerate(self._gather_full(padded)):
+            lo, hi = shard_range(num_tokens, self.world_size, p)
+            pieces.append(part[: hi - lo])
+        return torch.cat(pieces, dim=0)
+
+    def _check_boundary(
+        self, call: int, split: int, y: torch.Tensor, res: torch.Tensor,
+        parts: list[torch.Tensor], res_full: torch.Tensor, weight: torch.Tensor, sharded: bool,
+    ) -> BoundaryCheck:
+        n = y.shape[0]
+        y_ref, h_ref = add_rmsnorm_reference(reduce_in_rank_order(parts), res_full, weight,
+                                             self.eps)
+        lo, hi = shard_range(n, self.world_size, self.rank) if sharded else (0, n)
+        h_want = h_ref[lo:hi]
+        # Same fp32 sums in the same order as the reference: within one bf16 ulp.
+        ulp = 2.0**-7
+        dy = (y.float() - y_ref.float()).abs()
+        dh = (res.float() - h_want.float()).abs()
+        bad_y = dy > ulp * y_ref.float().abs() + 1e-6
+        bad_h = dh > ulp * h_want.float().abs() + 1e-6
+        bad_rows = bad_y.any(-1)
+        if bad_h.numel():
+            bad_rows[lo:hi] |= bad_h.any(-1)
+        rows = torch.arange(n, device=y.device)
+        first = torch.where(bad_rows, rows, n).min() if n else rows.new_tensor(n)
+        own = (rows >= lo) & (rows < hi)
+        stale = (y == parts[self.rank if sharded else 0]).all(-1) & bad_rows
+        zero = dy.new_zeros(())
+        return BoundaryCheck(
+            call, split, n, dy.max() if dy.numel() else zero, dh.max() if dh.numel() else zero,
+            bad_y.sum() + bad_h.sum(), torch.where(first == n, -1, first),
+            (bad_rows & own).sum(), (bad_rows & ~own).sum(), stale.sum(),
+        )
+
+    @staticmethod
+    def summarise_checks(checks: Sequence[BoundaryCheck]) -> list[dict[str, float | int]]:
+        """The checks as plain numbers (synchronises)."""
+        return [
+            {"call": c.call, "split": c.split, "tokens": c.num_tokens,
+             "y_err": float(c.y_err), "h_err": float(c.h_err), "bad": int(c.bad),
+             "first_bad_row": int(c.first_bad_row), "bad_own_rows": int(c.bad_own_rows),
+             "bad_peer_rows": int(c.bad_peer_rows), "stale_rows": int(c.stale_rows)}
+            for c in checks
+        ]
 
 
 def forward_all(

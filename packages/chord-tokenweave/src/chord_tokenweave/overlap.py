@@ -68,13 +68,20 @@ def weave_order(stages: Sequence[tuple[str, int]], num_splits: int = 2) -> list[
 class StreamPair:
     """A compute stream (the current one) and a high-priority comm stream; no-ops on CPU."""
 
-    def __init__(self, device: torch.device, *, overlap: bool = True) -> None:
+    def __init__(
+        self, device: torch.device, *, overlap: bool = True,
+        comm_stream: torch.cuda.Stream | None = None,
+    ) -> None:
         # Without overlap everything runs in order on the current stream (baselines).
         self.cuda = device.type == "cuda" and overlap
         if self.cuda:
+            # The current stream: under CUDA-graph capture that is the capture stream, and the
+            # comm stream joins the capture through the events it waits on.
             self.compute_stream = torch.cuda.current_stream(device)
-            low, high = torch.cuda.Stream.priority_range()
-            self.comm_stream = torch.cuda.Stream(device=device, priority=min(low, high))
+            if comm_stream is None:
+                low, high = torch.cuda.Stream.priority_range()
+                comm_stream = torch.cuda.Stream(device=device, priority=min(low, high))
+            self.comm_stream = comm_stream
 
     @contextlib.contextmanager
     def compute(self) -> Iterator[None]:

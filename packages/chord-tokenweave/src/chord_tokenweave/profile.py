@@ -1,10 +1,14 @@
 """Offline profiler: measure split offsets and CTA counts per token count, write the JSON table.
 
 For each token count ``T`` it times the model's fused-only path for each candidate CTA count, then
-the woven path at the wave-aware split and its neighbours (± ``align``, and the plain half), all
-with the best CTA count. The weave is enabled at ``T`` when it beats fused-only by ``margin``; the
-threshold is the smallest ``T`` from which it always wins (selective enabling). Every time is the
-maximum over ranks, so all ranks compute the same table; rank 0 writes it.
+the woven path at the wave-aware split for each CTA count, and at its neighbours (± ``align``, and
+the plain half) with the best of those, and the library all-reduce + add-RMSNorm. On GPU every
+time is a CUDA-graph replay (one forward per graph): eager timing measures Python and launch
+overhead, which the weave doubles. The weave is enabled at ``T`` when it beats fused-only by
+``margin``; the library path (``library``) where it beats whichever of the two was chosen, so the
+table's path is never slower than the sequential baseline as measured. The threshold is the
+smallest ``T`` from which the weave always wins (selective enabling). Every time is the maximum
+over ranks, so all ranks compute the same table; rank 0 writes it.
 """
 
 from __future__ import annotations
@@ -23,38 +27,75 @@ from chord_tokenweave.table import Decision, SplitTable, TableEntry, choose_thre
 
 def time_us(
     fn: Callable[[], Any], *, device: torch.device, warmup: int = 2, reps: int = 5,
-    group: dist.ProcessGroup | None = None,
+    group: dist.ProcessGroup | None = None, graph: bool = False,
 ) -> float:
     """Median wall time of ``fn`` in µs (CUDA events on GPU), maximum over the ranks of ``group``.
 
     Ranks line up on a barrier before each repetition so the slowest rank is what is measured.
+    ``graph``: capture one call in a CUDA graph and time its replays (no Python or launch
+    overhead: what a serving engine's captured decode/prefill graphs see); falls back to eager
+    calls, on every rank, if capture fails anywhere. See :func:`time_call`.
     """
+    return time_call(fn, device=device, warmup=warmup, reps=reps, group=group, graph=graph)[0]
+
+
+def time_call(
+    fn: Callable[[], Any], *, device: torch.device, warmup: int = 2, reps: int = 5,
+    group: dist.ProcessGroup | None = None, graph: bool = False,
+) -> tuple[float, bool]:
+    """:func:`time_us` and whether the CUDA graph was used."""
     distributed = dist.is_available() and dist.is_initialized()
+    cuda = device.type == "cuda"
     for _ in range(warmup):
         fn()
+    g = None
+    if graph and cuda:
+        torch.cuda.synchronize(device)
+        ok = True
+        try:
+            side = torch.cuda.Stream(device=device)  # lazy per-stream init off the capture
+            side.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(side):
+                fn()
+            torch.cuda.current_stream(device).wait_stream(side)
+            torch.cuda.synchronize(device)
+            g = torch.cuda.CUDAGraph()
+            # thread_local: the NCCL watchdog thread's event queries must not void the capture.
+            with torch.cuda.graph(g, capture_error_mode="thread_local"):
+                fn()
+        except Exception:
+            ok = False
+        torch.cuda.synchronize(device)
+        if distributed:
+            flag = torch.tensor([int(ok)], device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+            ok = bool(flag.item())
+        if not ok:
+            g = None
+    run = g.replay if g is not None else fn
     samples = []
     for _ in range(reps):
         if distributed:
             dist.barrier(group=group)
-        if device.type == "cuda":
+        if cuda:
             torch.cuda.synchronize(device)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
-            fn()
+            run()
             end.record()
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1e3)
         else:
             t0 = time.perf_counter()
-            fn()
+            run()
             samples.append((time.perf_counter() - t0) * 1e6)
     value = statistics.median(samples)
     if distributed:
-        t = torch.tensor([value], dtype=torch.float64,
-                         device=device if device.type == "cuda" else "cpu")
+        t = torch.tensor([value], dtype=torch.float64, device=device if cuda else "cpu")
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
         value = float(t.item())
-    return value
+    del g
+    return value, run is not fn
 
 
 def candidate_splits(num_tokens: int, wave_split: int | None, align: int) -> list[int]:
@@ -80,6 +121,7 @@ def profile_model(
     warmup: int = 1,
     reps: int = 3,
     seed: int = 0,
+    graph: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> SplitTable:
     """Measure and return the table (collective: every rank calls with the same arguments)."""
@@ -97,28 +139,46 @@ def profile_model(
         for ctas in cta_candidates if gpu else cta_candidates[:1]:
             d = Decision(num_tokens, False, None, ctas, None)
             t = time_us(lambda d=d, x=x: model.forward(x, "tokenweave", decision=d),
-                        device=device, warmup=warmup, reps=reps)
+                        device=device, warmup=warmup, reps=reps, graph=graph)
             times[f"fused_ctas{ctas}"] = t
             if t < best_fused:
                 best_fused, best_ctas = t, ctas
         times["fused_only"] = best_fused
         wave = model.decide(num_tokens, threshold=0, num_sms=num_sms).split
-        best_split, best_weave = None, float("inf")
-        for split in candidate_splits(num_tokens, wave, align):
-            d = Decision(num_tokens, True, split, best_ctas, None)
-            t = time_us(lambda d=d, x=x: model.forward(x, "tokenweave", decision=d),
-                        device=device, warmup=warmup, reps=reps)
-            times[f"weave_split{split}"] = t
+        best_split, best_weave, weave_ctas = None, float("inf"), best_ctas
+
+        def weave(split: int, ctas: int, x: torch.Tensor = x, n: int = num_tokens) -> float:
+            d = Decision(n, True, split, ctas, None)
+            return time_us(lambda: model.forward(x, "tokenweave", decision=d),
+                           device=device, warmup=warmup, reps=reps, graph=graph)
+
+        splits = candidate_splits(num_tokens, wave, align)
+        # The CTA count matters more under overlap (the comm kernel's CTAs take SMs from the
+        # concurrent GEMM), so it is chosen again for the weave, at the wave-aware split.
+        for ctas in cta_candidates if gpu and splits else cta_candidates[:1] if splits else ():
+            t = times[f"weave_split{splits[0]}_ctas{ctas}"] = weave(splits[0], ctas)
+            if t < best_weave:
+                best_weave, best_split, weave_ctas = t, splits[0], ctas
+        for split in splits[1:]:
+            t = times[f"weave_split{split}_ctas{weave_ctas}"] = weave(split, weave_ctas)
             if t < best_weave:
                 best_weave, best_split = t, split
         if best_split is not None:
             times["tokenweave"] = best_weave
+        # The library path too: selective enabling falls back to it where it is fastest, so
+        # the table's path is never slower than the sequential baseline (as measured).
+        times["sequential"] = time_us(lambda x=x: model.forward(x, "sequential"), device=device,
+                                      warmup=warmup, reps=reps, graph=graph)
         win = best_split is not None and best_weave < best_fused * (1 - margin)
-        wins[num_tokens] = win
-        entries[num_tokens] = TableEntry(best_split, best_ctas, win, times)
+        library = times["sequential"] < (best_weave if win else best_fused)
+        wins[num_tokens] = win and not library
+        entries[num_tokens] = TableEntry(best_split, weave_ctas if win else best_ctas, win, times,
+                                         library=library)
         if log is not None:
-            log(f"T={num_tokens}: fused-only {best_fused:.1f} us (ctas {best_ctas}), weave "
-                f"{best_weave:.1f} us at split {best_split} -> {'weave' if win else 'fused-only'}")
+            choice = "library" if library else "weave" if win else "fused-only"
+            log(f"T={num_tokens}: sequential {times['sequential']:.1f} us, fused-only "
+                f"{best_fused:.1f} us (ctas {best_ctas}), weave {best_weave:.1f} us at split "
+                f"{best_split} ctas {weave_ctas} -> {choice}")
     return SplitTable(
         entries=entries,
         threshold=choose_threshold(wins),
@@ -128,5 +188,6 @@ def profile_model(
         device=torch.cuda.get_device_name(device) if gpu else "cpu",
         align=align,
         meta={"num_layers": len(model.layers), "margin": margin, "num_sms": num_sms,
-              "cta_candidates": list(cta_candidates), "torch": torch.__version__},
+              "cta_candidates": list(cta_candidates), "torch": torch.__version__,
+              "timing": "cuda-graph" if graph and gpu else "eager"},
     )

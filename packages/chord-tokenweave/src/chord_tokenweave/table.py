@@ -38,6 +38,9 @@ class TableEntry:
     num_ctas: int
     weave: bool
     times_us: dict[str, float] = field(default_factory=dict)
+    # The library all-reduce + add-RMSNorm measured fastest here: selective enabling falls
+    # back to it, so the table's path is never slower than the sequential baseline.
+    library: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,14 +52,16 @@ class Decision:
     split: int | None
     num_ctas: int
     key: int | None  # the table key the decision came from (None: no table)
+    library: bool = False  # run the library all-reduce + add-RMSNorm (neither fused nor woven)
 
-    def as_tuple(self) -> tuple[int, int, int, int]:
+    def as_tuple(self) -> tuple[int, int, int, int, int]:
         """Integers for a cross-rank consistency check (-1 stands for None)."""
         return (
             self.num_tokens,
             int(self.weave),
             -1 if self.split is None else self.split,
             self.num_ctas,
+            int(self.library),
         )
 
 
@@ -95,7 +100,8 @@ class SplitTable:
         key = self.nearest_key(num_tokens)
         entry = self.entries[key]
         weave = (
-            self.threshold is not None
+            not entry.library
+            and self.threshold is not None
             and num_tokens >= self.threshold
             and entry.weave
             and entry.split is not None
@@ -106,7 +112,7 @@ class SplitTable:
             split = entry.split if key == num_tokens else _scale_split(entry.split, key,
                                                                       num_tokens, self.align)
             weave = split is not None
-        return Decision(num_tokens, weave, split, entry.num_ctas, key)
+        return Decision(num_tokens, weave, split, entry.num_ctas, key, library=entry.library)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document (see the module docstring)."""
@@ -137,6 +143,7 @@ class SplitTable:
                     num_ctas=int(v["num_ctas"]),
                     weave=bool(v["weave"]),
                     times_us={str(n): float(t) for n, t in v.get("times_us", {}).items()},
+                    library=bool(v.get("library", False)),
                 )
                 for k, v in doc["entries"].items()
             }
