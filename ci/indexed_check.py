@@ -36,7 +36,9 @@ def w(e, n, k):
     x = torch.randint(0, 1 << 32, (e, n, k // 8), generator=g, device="cuda", dtype=torch.int64)
     p = torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
     return p, ((torch.rand(e, n, k // 32, generator=g, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
-for e, n, k, m, top_k, bm, mapped in [(6, 40, 96, 9, 2, 8, False), (8, 64, 320, 12, 3, 16, True)]:
+# The last shape takes the wide decode config (256-channel tiles, balanced schedule, split items).
+for e, n, k, m, top_k, bm, mapped in [(6, 40, 96, 9, 2, 8, False), (8, 64, 320, 12, 3, 16, True),
+                                      (6, 264, 1056, 20, 2, 8, True)]:
     pw = chord_kernels.pack("indexed", *w(e, n, k), profile="h200_ep8")
     ge = 4 * e if mapped else e
     emap = None
@@ -245,7 +247,7 @@ def sweep_config(block_m: int, **kw):
     """A decode config with the deepest pipeline that fits, overriding the given fields."""
     from chord_kernels.indexed.heuristics import DecodeConfig, max_stages
 
-    fields = {"block_m": block_m, "warps": 4, "mt": 1, "bk": 256, "ctas_per_sm": 4, **kw}
+    fields = {"block_m": block_m, "warps": 4, "mt": 1, "bk": 256, "ctas_per_sm": 4, "schedule": "strided", **kw}
     stages = max_stages(block_m, warps=fields["warps"], mt=fields["mt"], bk=fields["bk"],
                         ctas_per_sm=fields["ctas_per_sm"])
     return DecodeConfig(**{"stages": stages, **fields})
@@ -278,20 +280,20 @@ def bench(sweep: bool) -> list[dict]:
             if sweep and sc.name in ("ep8_decode", "tp8_decode160"):
                 base = variants[0][1]
                 cfg_ = functools.partial(sweep_config, base.block_m)
+                prev = (DecodeConfig(block_m=8, mt=2, bk=256, stages=3, ctas_per_sm=3) if k == 256 else
+                        DecodeConfig(block_m=8, bk=512, stages=2, ctas_per_sm=4))
+                bal = functools.partial(cfg_, schedule="balanced")
                 variants += [
                     ("strided", dataclasses.replace(base, schedule="strided")),
                     ("dynamic", dataclasses.replace(base, schedule="dynamic")),
-                    ("bn64c4", cfg_()),
-                    ("bn64c4s", cfg_(schedule="strided")),
-                    ("bn128c3", cfg_(mt=2, ctas_per_sm=3)),
-                    ("bn128c3s", cfg_(mt=2, ctas_per_sm=3, schedule="strided")),
-                    ("bn128c4", cfg_(mt=2, ctas_per_sm=4)),
-                    ("bn256c2", cfg_(mt=4, ctas_per_sm=2)),
-                    ("w8c2", cfg_(warps=8, ctas_per_sm=2)),
-                    ("bk512c4", cfg_(bk=512)),
-                    ("bk512c4s", cfg_(bk=512, schedule="strided")),
-                    ("bk1024c2", cfg_(bk=1024, ctas_per_sm=2)),
+                    ("prev", prev),  # the defaults before 2026-11-30 run 4 (strided)
+                    ("prev_bal", dataclasses.replace(prev, schedule="balanced")),
+                    ("w8mt2c2", bal(warps=8, mt=2, ctas_per_sm=2)),
+                    ("w2mt4c4", bal(warps=2, mt=4, ctas_per_sm=4)),
+                    ("w2mt4c3", bal(warps=2, mt=4, ctas_per_sm=3)),
+                    ("w4mt2c4", bal(mt=2, ctas_per_sm=4)),
                     ("bm16", choose_config(n, k, 16)),
+                    ("default2", base),  # the default again: run-to-run noise within one run
                 ]
             ref_out = None
             for label, cfg in variants:
@@ -339,26 +341,31 @@ def run_phase(phase: str, out_dir: Path, env: dict, timeout: int, extra: tuple[s
 
 
 def ncu_target() -> None:
-    """Two ep8_decode gate_up launches for ncu: the default (balanced) config, then strided."""
+    """Two launches for ncu, default configs: ep8_decode gate_up, then tp8_decode160 down."""
     from chord_kernels.indexed import choose_config, gemm
     from chord_kernels.routing import align_block_size
 
-    sc = SCENARIOS[0]
     gen = torch.Generator(device="cuda").manual_seed(7)
-    w = random_weight(sc.experts, *sc.gate_up, gen, sc.profile)
-    ids = torch.rand(sc.tokens, sc.experts, generator=gen, device="cuda").argsort(dim=1)[:, :sc.top_k]
-    hidden = torch.randn(sc.tokens, sc.gate_up[1], generator=gen, device="cuda").to(torch.bfloat16)
-    base = choose_config(w.n, w.k, 8)
-    for cfg in (base, dataclasses.replace(base, schedule="strided")):
+    for sc, (n, k) in ((SCENARIOS[0], SCENARIOS[0].gate_up), (SCENARIOS[1], SCENARIOS[1].down)):
+        w = random_weight(sc.experts, n, k, gen, sc.profile)
+        ids = torch.rand(sc.tokens, sc.experts, generator=gen, device="cuda").argsort(dim=1)[:, :sc.top_k]
+        down = (n, k) == sc.down
+        rows = sc.tokens * sc.top_k if down else sc.tokens
+        a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+        tw = torch.rand(sc.tokens * sc.top_k, generator=gen, device="cuda") if down else None
         r = align_block_size(ids, 8, sc.experts)
-        gemm(hidden, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=8, top_k=1, config=cfg)
-    torch.cuda.synchronize()
+        gemm(a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=8,
+             top_k=1 if down else sc.top_k, topk_weights=tw, config=choose_config(n, k, 8))
+        torch.cuda.synchronize()
+        del w
 
 
+NCU_SECTIONS = ("Speed Of Light Throughput", "Compute Workload Analysis", "Memory Workload Analysis",
+                "Scheduler Statistics", "Warp State Statistics", "Occupancy", "Launch Statistics")
 NCU_METRICS = ("Duration", "DRAM Throughput", "Memory Throughput", "Achieved Occupancy", "Theoretical Occupancy",
                "Registers Per Thread", "Executed Ipc Active", "Issue Slots Busy", "No Eligible", "Active Warps Per Scheduler",
                "Eligible Warps Per Scheduler", "Warp Cycles Per Issued Instruction", "SM Frequency", "DRAM Frequency",
-               "Block Limit", "L2 Hit Rate", "One or More Eligible", "Stall", "stall", "L1/TEX Hit", "Bank",
+               "Block Limit", "L2 Hit Rate", "One or More Eligible", "Stall", "L1/TEX Hit", "ALU", "FMA", "Tensor",
                "Waves Per SM", "Elapsed Cycles", "SM Busy", "Max Bandwidth", "Mem Busy")
 
 
@@ -384,11 +391,19 @@ def run_ncu(env: dict, out_dir: Path) -> dict:
             continue
         (out_dir / f"ncu_{page}.txt").write_text(text)
         if page == "details":
-            keep += [line.rstrip() for line in text.splitlines() if any(m in line for m in NCU_METRICS)]
+            section = ""
+            for line in text.splitlines():
+                if "Section:" in line or "chord_indexed" in line:
+                    section = line.strip()
+                    if "chord_indexed" in line:
+                        keep.append(line.rstrip())
+                    continue
+                if any(x in section for x in NCU_SECTIONS) and any(m in line for m in NCU_METRICS):
+                    keep.append(line.rstrip())
         else:
             keep += [line.rstrip() for line in text.splitlines()
                      if "issue_stalled" in line and "ratio" in line and "average" in line]
-    print("\n== ncu (ep8_decode gate_up: balanced, then strided) ==\n" + "\n".join(keep[:200]), flush=True)
+    print("\n== ncu (default configs: ep8_decode gate_up, then tp8_decode160 down) ==\n" + "\n".join(keep[:200]), flush=True)
     result.update(seconds=round(time.time() - t0, 1), lines=keep)
     return result
 
@@ -408,7 +423,7 @@ def main() -> int:
     parser.add_argument("--sanitizers", default="memcheck,racecheck",
                         help="comma-separated compute-sanitizer tools to run")
     parser.add_argument("--ncu", action="store_true",
-                        help="profile two ep8_decode gate_up launches (balanced, strided) with ncu --set full")
+                        help="profile ep8_decode gate_up and tp8_decode160 down (defaults) with ncu --set full")
     opts = parser.parse_args()
     out_dir = Path(opts.out)
     out_dir.mkdir(parents=True, exist_ok=True)
