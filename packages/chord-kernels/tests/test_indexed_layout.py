@@ -179,3 +179,17 @@ def test_gemm_rejects_cpu_tensors_and_wrong_layouts() -> None:
         chord_kernels.indexed.gemm(a, pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
     with pytest.raises(ChordInputError, match="dtype"):
         chord_kernels.indexed.gemm(a.float(), pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
+
+
+def test_nibble_permutation_matches_its_definition() -> None:
+    from chord_kernels.indexed.layout import _NIBBLE_ORDER, _permute_nibbles
+
+    words = torch.randint(-(2**31), 2**31 - 1, (4096,), dtype=torch.int32)
+    words[:4] = torch.tensor([0, -1, 0x76543210, -(2**31)], dtype=torch.int32)
+    out = _permute_nibbles(words)
+    def nibble(w: torch.Tensor, i: int) -> torch.Tensor:
+        return (w.to(torch.int64) >> (4 * i)) & 0xF
+    for p, c in enumerate(_NIBBLE_ORDER):
+        assert torch.equal(nibble(out, p), nibble(words, c))
+    assert hex(int(out[2]) & 0xFFFFFFFF) == "0x75316420"
+    assert torch.equal(_permute_nibbles(out, inverse=True), words)

@@ -65,18 +65,33 @@ def atom_positions(n16: int, kg: int, device: torch.device | str = "cpu") -> tor
     width = (kg - TILE_GROUPS * kt).clamp(max=TILE_GROUPS)
     return TILE_ROWS * kg * nt + rows * TILE_GROUPS * kt + (r % TILE_ROWS) * width + g % TILE_GROUPS
 
-# Stored nibble p holds source column _NIBBLE_ORDER[p] of the word.
+# Stored nibble p holds source column _NIBBLE_ORDER[p] of the word: even columns in the low half,
+# odd columns in the high half.
 _NIBBLE_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
-_INVERSE_ORDER = tuple(_NIBBLE_ORDER.index(c) for c in range(8))
 
 
-def _permute_nibbles(words: torch.Tensor, order: tuple[int, ...]) -> torch.Tensor:
-    """Nibble ``p`` of the result is nibble ``order[p]`` of ``words`` (int32, bit-exact)."""
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    out = torch.zeros_like(w)
-    for p, c in enumerate(order):
-        out |= ((w >> (4 * c)) & 0xF) << (4 * p)
-    return torch.where(out >= 1 << 31, out - (1 << 32), out).to(torch.int32)
+def _delta_swap(x: torch.Tensor, mask: int, shift: int) -> torch.Tensor:
+    """Swap the bit groups selected by ``mask`` with those ``shift`` bits above them (int32).
+
+    Arithmetic right shifts only fill bits 28-31, which no mask here selects, so plain int32
+    arithmetic is exact.
+    """
+    t = ((x >> shift) ^ x) & mask
+    return x ^ t ^ (t << shift)
+
+
+def _permute_nibbles(words: torch.Tensor, inverse: bool = False) -> torch.Tensor:
+    """Reorder the nibbles of int32 words to ``_NIBBLE_ORDER`` (or back, with ``inverse``).
+
+    Two delta swaps: nibbles 1<->2 and 5<->6, then the nibble pairs (2,3)<->(4,5). Each is its own
+    inverse, so undoing them in reverse order restores the source. Works in int32 throughout
+    (a few passes over the data: the converter packs hundreds of GB with it).
+    """
+    steps = ((0x00F000F0, 4), (0x0000FF00, 8))
+    x = words
+    for mask, shift in reversed(steps) if inverse else steps:
+        x = _delta_swap(x, mask, shift)
+    return x
 
 
 class IndexedLayout:
@@ -103,7 +118,7 @@ class IndexedLayout:
             packed = torch.cat([packed, packed.new_full((e, pad, k // 8), 0x88888888 - (1 << 32))], 1)
             scales = torch.cat([scales, scales.new_zeros((e, pad, kg))], 1)
         # words [E, n16, h, g, kg, t] -> [E, n16, kg, g, t, h]: lane = 4g + t, word = 2 lane + h.
-        words = _permute_nibbles(packed, _NIBBLE_ORDER).reshape(e, n16, 2, 8, kg, 4)
+        words = _permute_nibbles(packed).reshape(e, n16, 2, 8, kg, 4)
         words = words.permute(0, 1, 4, 3, 5, 2).reshape(e, n16, kg, 64)
         # scales [E, n16, h, g, kg] -> [E, n16, kg, g, h] -> bf16 pairs viewed as int32.
         sc = scales.reshape(e, n16, 2, 8, kg).permute(0, 1, 4, 3, 2).contiguous()
@@ -132,7 +147,7 @@ class IndexedLayout:
             )
         tiles = tiles[:, atom_positions(n16, kg, tiles.device).reshape(-1)].reshape(e, n16, kg, ATOM_WORDS)
         words = tiles[..., :64].reshape(e, n16, kg, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)
-        packed = _permute_nibbles(words.reshape(e, n16 * ATOM_N, k // 8), _INVERSE_ORDER)
+        packed = _permute_nibbles(words.reshape(e, n16 * ATOM_N, k // 8), inverse=True)
         sc = tiles[..., 64:].contiguous().view(torch.bfloat16).reshape(e, n16, kg, 8, 2)
         scales = sc.permute(0, 1, 4, 3, 2).reshape(e, n16 * ATOM_N, kg)
         return packed[:, :n].contiguous(), scales[:, :n].contiguous()
