@@ -47,6 +47,8 @@ def test_convert_verify_and_moe_output_match(tmp_path: Path, style: str, layout:
     assert set(block["shards"]) == set(result.shards)
 
     static = {k: v for k, v in block.items() if k not in ("shards", "source_digests")}
+    # The local source path is recorded in config.json only (never in shard headers).
+    assert block["source"].pop("local_path") == str(src.resolve())
     index = json.loads((out / "model.safetensors.index.json").read_text())
     assert index["metadata"]["total_size"] == result.plan.total_bytes
     for shard in block["shards"]:

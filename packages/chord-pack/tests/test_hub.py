@@ -32,7 +32,8 @@ def test_hub_source_then_offline(tiny: Path, tmp_path: Path, isolated_hf: Path, 
         assert any(r.startswith("GET") and r.endswith(".safetensors") for r in hub.requests)
         assert hub.tokens == {"Bearer hf_source_token"}  # HF_TOKEN is read at call time
     block = json.loads((online.output / "config.json").read_text())["chord_pack"]
-    assert block["source"] == {**block["source"], "repo_id": "moonshot-test/Kimi-Tiny", "revision": sha, "path": None}
+    assert block["source"] == {**block["source"], "repo_id": "moonshot-test/Kimi-Tiny", "revision": sha}
+    assert "local_path" not in block["source"]
     card = (online.output / "README.md").read_text()
     assert "base_model: moonshot-test/Kimi-Tiny" in card and "base_model_relation: quantized" in card
 
@@ -56,7 +57,17 @@ def test_upload_arrives_intact_and_refuses_damaged(tiny: Path, tmp_path: Path, i
         monkeypatch.setenv("HF_TOKEN", "hf_test_token")
         url = upload(out, "chord-test/Kimi-Tiny-chord", private=True)
         assert url.startswith(hub.url) and "/commit/" in url
-        assert hub.repos["chord-test/Kimi-Tiny-chord"] == _files(out)
+        local = _files(out)
+        published = hub.repos["chord-test/Kimi-Tiny-chord"]
+        assert {k: v for k, v in published.items() if k != "config.json"} == {
+            k: v for k, v in local.items() if k != "config.json"}
+        # The local source path stays on this machine: not in the published config, nor in any shard.
+        local_path = json.loads(local["config.json"])["chord_pack"]["source"]["local_path"]
+        assert local_path == str(tiny.resolve())
+        public = json.loads(published["config.json"])
+        assert "local_path" not in public["chord_pack"]["source"]
+        assert public == {**json.loads(local["config.json"]), "chord_pack": public["chord_pack"]}
+        assert not any(local_path.encode() in data for data in published.values())
         assert hub.private["chord-test/Kimi-Tiny-chord"] is True
         assert hub.tokens == {"Bearer hf_test_token"}
         assert len(hub.commits) == 1 and "chord-pack" in hub.commits[0]["summary"]

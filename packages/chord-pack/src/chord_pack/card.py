@@ -37,7 +37,7 @@ def model_card(plan: Plan) -> ModelCard:
         tags=["chord", "chord-pack", "int4", "w4a16", "moe", f"layout-{plan.layout}"],
         **inherited,
     )
-    origin = f"[{src.repo_id}](https://huggingface.co/{src.repo_id})" if src.repo_id else f"`{src.path}`"
+    origin = f"[{src.repo_id}](https://huggingface.co/{src.repo_id})" if src.repo_id else f"a local copy (`{src.path.name}`)"
     revision = f" at revision `{src.revision}`" if src.revision else ""
     body = f"""
 # {src.repo_id.split('/')[-1] if src.repo_id else src.path.name} — Chord {plan.layout} ({plan.profile})

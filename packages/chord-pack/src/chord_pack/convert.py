@@ -233,6 +233,10 @@ def converted_config(plan: Plan, shards: dict[str, dict], digests: dict[str, str
         if "format" in group:
             group["format"] = CHORD_FORMAT
     block = plan.static_block()
+    if not plan.source.repo_id:
+        # Lets `verify` find a local source by itself. Kept out of the shard headers and stripped
+        # from config.json on upload (chord_pack.upload), so no local path is ever published.
+        block["source"]["local_path"] = str(plan.source.path.resolve())
     block["shards"] = shards
     block["source_digests"] = dict(sorted(digests.items()))
     config["chord_pack"] = block

@@ -183,7 +183,6 @@ class Plan:
             "source": {
                 "repo_id": self.source.repo_id,
                 "revision": self.source.revision,
-                "path": None if self.source.repo_id else str(self.source.path.resolve()),
                 "family": self.info.family,
                 "format": "pack-quantized",
                 "scheme": "int4 group-32 symmetric (W4A16)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -18,6 +19,24 @@ def commit_message(path: Path) -> str:
     rev = f"@{src['revision'][:12]}" if src.get("revision") else ""
     return (f"chord-pack {block.get('chord_pack_version')}: {origin}{rev} -> {block.get('layout')} layout, "
             f"profile {block.get('profile')} (chord-kernels {block.get('chord_kernels_version')})")
+
+
+def public_config(path: Path) -> bytes:
+    """config.json as published: the local source path (if any) removed."""
+    config = load_json(path / "config.json")
+    (config.get("chord_pack") or {}).get("source", {}).pop("local_path", None)
+    return (json.dumps(config, indent=2) + "\n").encode()
+
+
+def _operations(path: Path) -> list:
+    """One commit operation per file of the folder (dot-files skipped), config.json made public."""
+    from huggingface_hub import CommitOperationAdd
+
+    files = sorted(p for p in path.rglob("*") if p.is_file()
+                   and not any(part.startswith(".") for part in p.relative_to(path).parts))
+    return [CommitOperationAdd(path_in_repo=f.relative_to(path).as_posix(),
+                               path_or_fileobj=public_config(path) if f == path / "config.json" else str(f))
+            for f in files]
 
 
 def upload(
@@ -45,8 +64,8 @@ def upload(
         api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
         if revision and revision != "main":
             api.create_branch(repo_id, branch=revision, exist_ok=True)
-        info = api.upload_folder(
-            folder_path=str(path), repo_id=repo_id, repo_type="model", revision=revision,
+        info = api.create_commit(
+            repo_id=repo_id, operations=_operations(path), repo_type="model", revision=revision,
             commit_message=message or commit_message(path),
         )
     except ChordPackError:

@@ -58,8 +58,8 @@ def _find_source(block: dict, source: Source | str | None, use_recorded: bool) -
     if not use_recorded:
         return None
     rec = block.get("source") or {}
-    if rec.get("path") and Path(rec["path"]).is_dir():
-        return Source(Path(rec["path"]))
+    if rec.get("local_path") and Path(rec["local_path"]).is_dir():
+        return Source(Path(rec["local_path"]))
     if rec.get("repo_id"):
         try:  # only a copy already in the HF cache: verify never downloads a whole model
             return resolve(rec["repo_id"], rec.get("revision"), cache_only=True)
@@ -88,6 +88,8 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
         problems.append(f"config.json {'.'.join(where) or 'quantization_config'}.format is "
                         f"{(qc or {}).get('format')!r}, expected {CHORD_FORMAT!r}")
     static = {k: v for k, v in block.items() if k not in _RUN_KEYS}
+    if "local_path" in static.get("source", {}):  # config.json only, never in shard headers
+        static["source"] = {k: v for k, v in static["source"].items() if k != "local_path"}
     shards: dict[str, dict] = block.get("shards") or {}
     index = load_json(root / INDEX_NAME)
     weight_map: dict[str, str] = index.get("weight_map") or {}
