@@ -127,6 +127,15 @@ class DeviceLost(RuntimeError):
 def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method: str, log: Log) -> GemmResult:
     best: GemmResult = GemmResult(None, None, None)
     for cand in impl.candidates(problem):
+
+        def record_failure(message: str, reason: str, exc: Exception, cand=cand) -> None:
+            """Exclude the candidate; stop the run if it left the CUDA context unusable."""
+            best.candidates.append(CandidateResult(cand.config, "failed", reason=reason))
+            log(f"    {impl.name} {problem.name} [{cand.config}] {message}")
+            lost = _device_error()
+            if lost:
+                raise DeviceLost(f"{impl.name} [{cand.config}] left the GPU unusable: {lost}") from exc
+
         if cand.error:
             best.candidates.append(CandidateResult(cand.config, "failed", reason=cand.error))
             log(f"    {impl.name} {problem.name} [{cand.config}] excluded: {cand.error}")
@@ -137,11 +146,7 @@ def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method
             wrong = check_output(cand.result(), problem)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            best.candidates.append(CandidateResult(cand.config, "failed", reason=reason))
-            log(f"    {impl.name} {problem.name} [{cand.config}] failed: {reason}")
-            lost = _device_error()
-            if lost:
-                raise DeviceLost(f"{impl.name} [{cand.config}] left the GPU unusable: {lost}") from exc
+            record_failure(f"failed: {reason}", reason, exc)
             continue
         if wrong:
             best.candidates.append(CandidateResult(cand.config, "wrong", reason=wrong))
@@ -151,11 +156,7 @@ def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method
             t = bench(cand.run, graphable=cand.graphable, rep_ms=rep_ms, method=method)
         except Exception as exc:
             reason = f"timing failed: {type(exc).__name__}: {exc}"
-            best.candidates.append(CandidateResult(cand.config, "failed", reason=reason))
-            log(f"    {impl.name} {problem.name} [{cand.config}] {reason}")
-            lost = _device_error()
-            if lost:
-                raise DeviceLost(f"{impl.name} [{cand.config}] left the GPU unusable: {lost}") from exc
+            record_failure(reason, reason, exc)
             continue
         best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2)))
         log(f"    {impl.name} {problem.name} [{cand.config}] {t.us:9.1f} us")
