@@ -15,6 +15,7 @@ import torch
 
 from chord_kernels.formats import GROUP_SIZE
 from chord_kernels.packed import PackedWeight, available_layouts, register_layout
+from chord_kernels.testing import skip_gpu_tests_without_cuda
 from chord_pack.demo import write_tiny_kimi_checkpoint
 
 try:
@@ -29,12 +30,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         skip_all = pytest.mark.skip(reason="chord-pack needs huggingface_hub (a declared dependency)")
         for item in items:
             item.add_marker(skip_all)
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    skip_gpu_tests_without_cuda(items)
 
 
 class ReversedExpertsLayout:

@@ -3,13 +3,9 @@
 from __future__ import annotations
 
 import pytest
-import torch
+
+from chord_kernels.testing import skip_gpu_tests_without_cuda
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    skip_gpu_tests_without_cuda(items)
