@@ -11,6 +11,7 @@ received rows + activations read once + outputs written once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -36,9 +37,9 @@ def w(e, n, k):
     x = torch.randint(0, 1 << 32, (e, n, k // 8), generator=g, device="cuda", dtype=torch.int64)
     p = torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
     return p, ((torch.rand(e, n, k // 32, generator=g, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
-# The last shape takes the wide decode config (256-channel tiles, balanced schedule, split items).
+# The last two shapes take the wide configs (256- and 128-channel tiles, balanced schedule, split items).
 for e, n, k, m, top_k, bm, mapped in [(6, 40, 96, 9, 2, 8, False), (8, 64, 320, 12, 3, 16, True),
-                                      (6, 264, 1056, 20, 2, 8, True)]:
+                                      (6, 264, 1056, 20, 2, 8, True), (6, 200, 1056, 40, 3, 24, True)]:
     pw = chord_kernels.pack("indexed", *w(e, n, k), profile="h200_ep8")
     ge = 4 * e if mapped else e
     emap = None
@@ -86,6 +87,36 @@ def run_tests(env: dict) -> dict:
     return {"rc": out.returncode, "summary": summary[-1] if summary else text[-300:], "seconds": round(time.time() - t0, 1)}
 
 
+def hazard_pairs(text: str) -> dict[str, int]:
+    """Racecheck hazards counted by kind and (writing function, reading function): the producer ->
+    consumer pairs are mbarrier-ordered (racecheck does not model mbarriers); any other pair is a
+    real finding."""
+    import re
+    from collections import Counter
+
+    def function(line: str) -> str:
+        return re.sub(r"<.*", "", line.split(" at ", 1)[-1]).replace("void ", "").strip()
+
+    pairs: Counter = Counter()
+    hazard: dict[str, str] = {}
+
+    def flush() -> None:
+        if hazard:
+            pairs[f"{hazard.get('kind')} {hazard.get('write')} -> {hazard.get('read')}"] += 1
+            hazard.clear()
+
+    for line in text.splitlines():
+        if "hazard detected" in line:
+            flush()
+            hazard["kind"] = line.split("Potential ", 1)[-1].split(" hazard", 1)[0]
+        elif "Write Thread" in line and hazard:
+            hazard["write"] = function(line)
+        elif "Read Thread" in line and hazard:
+            hazard["read"] = function(line)
+    flush()
+    return dict(pairs)
+
+
 def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck")) -> dict:
     tool = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     if not Path(tool).exists():
@@ -93,7 +124,8 @@ def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck"
     results = {}
     for check in checks:
         t0 = time.time()
-        extra = ["--report-api-errors", "no"] if check == "memcheck" else ["--racecheck-report", "all"]
+        extra = (["--report-api-errors", "no"] if check == "memcheck"
+                 else ["--racecheck-report", "all", "--print-limit", "1000000"])
         try:
             out = subprocess.run([tool, "--tool", check, *extra, "--target-processes", "all", sys.executable, "-c",
                                   SANITIZE_SNIPPET], cwd=ROOT, capture_output=True, text=True, env=env, timeout=150)
@@ -105,7 +137,8 @@ def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck"
         ok = "sanitize target ok" in text
         details = [line for line in text.splitlines() if line.startswith("=========")][:60]
         results[check] = {"rc": out.returncode, "target_ok": ok, "summary": summary[-3:],
-                          "seconds": round(time.time() - t0, 1), "details": details}
+                          "seconds": round(time.time() - t0, 1), "details": details,
+                          "hazards_by_function": hazard_pairs(text)}
         print(f"{check}: rc={out.returncode} ok={ok} {summary[-3:]}", flush=True)
         print("\n".join(details[:40]), flush=True)
     return results
@@ -253,9 +286,35 @@ def sweep_config(block_m: int, **kw):
     return DecodeConfig(**{"stages": stages, **fields})
 
 
-def bench(sweep: bool) -> list[dict]:
+@contextlib.contextmanager
+def scalar_stores(enabled: bool):
+    """Launch the decode kernels compiled with -DCHORD_INDEXED_SCALAR_STORES (2-byte epilogue stores)."""
+    from chord_kernels.indexed import ops
+    from chord_kernels.jit import CudaKernel
+
+    if not enabled:
+        yield
+        return
+    original = ops.decode_kernel
+
+    @functools.cache
+    def patched(config, arch=None):
+        k = original(config, arch)
+        return CudaKernel(name=k.name + "_scalar_st", source=k.source, entry=k.entry, arch=k.arch,
+                          flags=(*k.flags, "-DCHORD_INDEXED_SCALAR_STORES"))
+
+    ops.decode_kernel = patched
+    try:
+        yield
+    finally:
+        ops.decode_kernel = original
+
+
+def bench(sweep: bool, clocks=None) -> list[dict]:
+    from chord_kernels.bench.timing import GraphTimer
     from chord_kernels.indexed import choose_block_m, choose_config, gemm
-    from chord_kernels.indexed.heuristics import DecodeConfig
+    from chord_kernels.indexed.heuristics import DecodeConfig, general_config
+    from chord_kernels.indexed.ops import planned_config
     from chord_kernels.routing import align_block_size
 
     gen = torch.Generator(device="cuda").manual_seed(int(time.time()))
@@ -276,50 +335,67 @@ def bench(sweep: bool) -> list[dict]:
             n, k = w.n, w.k
             floor_bytes = active * n * k * 0.5625 + a.numel() * 2 + slots * n * 2
             floor_us = floor_bytes / (COPY_TBPS_FLOOR * 1e12) * 1e6
-            variants: list[tuple[str, DecodeConfig]] = [("default", choose_config(n, k, bm_default))]
+            r0 = align_block_size(ids, bm_default, sc.experts)
+            num_blocks = min(r0.expert_ids.numel(), r0.sorted_token_ids.numel() // bm_default)
+            default = planned_config(w, bm_default, num_blocks, torch.cuda.get_device_properties(0).multi_processor_count)
+            variants: list[tuple[str, DecodeConfig]] = [("default", default)]
             if sweep and sc.name in ("ep8_decode", "tp8_decode160"):
                 base = variants[0][1]
-                cfg_ = functools.partial(sweep_config, base.block_m)
-                prev = (DecodeConfig(block_m=8, mt=2, bk=256, stages=3, ctas_per_sm=3) if k == 256 else
-                        DecodeConfig(block_m=8, bk=512, stages=2, ctas_per_sm=4))
-                bal = functools.partial(cfg_, schedule="balanced")
+                bal = functools.partial(sweep_config, base.block_m, schedule="balanced")
                 variants += [
+                    ("scalar_st", base),  # the default with the 2-byte epilogue stores (-DCHORD_INDEXED_SCALAR_STORES)
                     ("strided", dataclasses.replace(base, schedule="strided")),
                     ("dynamic", dataclasses.replace(base, schedule="dynamic")),
-                    ("prev", prev),  # the defaults before 2026-11-30 run 4 (strided)
-                    ("prev_bal", dataclasses.replace(prev, schedule="balanced")),
-                    ("w8mt2c2", bal(warps=8, mt=2, ctas_per_sm=2)),
-                    ("w2mt4c4", bal(warps=2, mt=4, ctas_per_sm=4)),
-                    ("w2mt4c3", bal(warps=2, mt=4, ctas_per_sm=3)),
+                    ("balanced", dataclasses.replace(base, schedule="balanced")),
                     ("w4mt2c4", bal(mt=2, ctas_per_sm=4)),
-                    ("bm16", choose_config(n, k, 16)),
-                    ("default2", base),  # the default again: run-to-run noise within one run
+                    ("default2", base),  # the default again: what "equal" looks like in this run
                 ]
-            ref_out = None
+            if sweep and sc.name in ("ep8_tok16", "tp8_1024"):
+                base = variants[0][1]
+                other = "balanced" if base.schedule == "strided" else "strided"
+                variants += [
+                    (other, dataclasses.replace(base, schedule=other)),
+                    ("general", general_config(base.block_m)),  # the configuration before 2026-11-30 03:40
+                    ("bm32", choose_config(n, k, 32)),
+                    ("bm16", choose_config(n, k, 16)),
+                    ("general16", general_config(16)),
+                ]
+            # Every variant's graph is captured first, then all are timed in interleaved rounds
+            # (v1 v2 ... v1 v2 ...) and each reports its median: the H200 runs these kernels at its
+            # power cap, where the SM clock wanders by up to ~20 %, so back-to-back blocks of one
+            # variant would compare clock states, not kernels.
+            timed: list[tuple[str, DecodeConfig, object, torch.Tensor]] = []
             for label, cfg in variants:
                 r = align_block_size(ids, cfg.block_m, sc.experts)
                 args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
                 out = torch.empty(slots, n, dtype=torch.bfloat16, device="cuda")
                 try:
-                    us = graph_time_us(functools.partial(
-                        gemm, a, w, *args, block_m=cfg.block_m, top_k=top_k, topk_weights=weights,
-                        out=out, config=cfg))
+                    with scalar_stores(label == "scalar_st"):
+                        timer = GraphTimer(functools.partial(
+                            gemm, a, w, *args, block_m=cfg.block_m, top_k=top_k, topk_weights=weights,
+                            out=out, config=cfg))
                 except Exception as exc:  # keep benchmarking the other variants
                     log(f"{sc.name} {proj} {label}: FAILED {type(exc).__name__}: {exc}")
                     continue
-                if label == "default" or ref_out is None:
-                    ref_out = out.clone()
-                    check_err = 0.0
-                else:
-                    check_err = ((out.float() - ref_out.float()).norm() / ref_out.float().norm()).item()
+                timed.append((label, cfg, timer, out))
+            rounds = 5 if len(timed) > 1 else 3
+            for _ in range(rounds):
+                for _label, _cfg, timer, _out in timed:
+                    timer.run(reps=3, clocks=clocks)
+            ref_out = timed[0][3] if timed else None
+            for label, cfg, timer, out in timed:
+                us, mhz = timer.median_us(), timer.median_mhz()
+                check_err = ((out.float() - ref_out.float()).norm() / ref_out.float().norm()).item()
                 row = {"scenario": sc.name, "proj": proj, "variant": label, "config": dataclasses.asdict(cfg),
                        "rel_err_vs_default": round(check_err, 6),
-                       "us": round(us, 2), "floor_us": round(floor_us, 2),
+                       "us": round(us, 2), "us_min": round(min(timer.samples), 2), "floor_us": round(floor_us, 2),
                        "frac_floor": round(floor_us / us, 3), "tbps": round(floor_bytes / (us * 1e-6) / 1e12, 3),
-                       "active_experts": active, "slots": slots}
+                       "active_experts": active, "slots": slots, "sm_mhz": mhz}
                 rows.append(row)
-                log(f"{sc.name:14s} {proj:7s} {label:9s} {us:8.1f} us  floor {floor_us:7.1f}  "
-                    f"{100 * floor_us / us:5.1f}%  {row['tbps']:.2f} TB/s  err {check_err:.1e}  {cfg}")
+                log(f"{sc.name:14s} {proj:7s} {label:9s} {us:8.1f} us (min {min(timer.samples):7.1f})  floor "
+                    f"{floor_us:7.1f}  {100 * floor_us / us:5.1f}%  {row['tbps']:.2f} TB/s  SM {mhz} MHz  "
+                    f"err {check_err:.1e}  {cfg}")
+            del timed
         del w13, w2
         torch.cuda.empty_cache()
     return rows
@@ -369,6 +445,38 @@ NCU_METRICS = ("Duration", "DRAM Throughput", "Memory Throughput", "Achieved Occ
                "Waves Per SM", "Elapsed Cycles", "SM Busy", "Max Bandwidth", "Mem Busy")
 
 
+def hottest_sass(csv_text: str, top: int = 25) -> list[str]:
+    """The SASS lines with the most warp-stall samples, per kernel, from ``ncu --page source --csv``."""
+    import csv
+    import io
+
+    out: list[str] = []
+    rows = list(csv.reader(io.StringIO(csv_text)))
+    header_at = [i for i, r in enumerate(rows) if r and any("Source" == c.strip() for c in r)]
+    for n, start in enumerate(header_at):
+        header = [c.strip() for c in rows[start]]
+        end = header_at[n + 1] if n + 1 < len(header_at) else len(rows)
+        samples_col = next((i for i, c in enumerate(header) if c.startswith("Warp Stall Sampling (All")), None)
+        if samples_col is None:
+            out.append(f"(ncu source page: no stall-sampling column in {header[:8]})")
+            continue
+        body = [r for r in rows[start + 1:end] if len(r) == len(header)]
+
+        def samples(r: list[str], col: int = samples_col) -> float:
+            try:
+                return float(r[col].replace(",", ""))
+            except ValueError:
+                return 0.0
+
+        total = sum(samples(r) for r in body) or 1.0
+        out.append(f"-- kernel {n}: {len(body)} SASS lines, {total:.0f} stall samples; hottest:")
+        addr_col = next((i for i, c in enumerate(header) if c == "Address"), 0)
+        src_col = header.index("Source")
+        for r in sorted(body, key=samples, reverse=True)[:top]:
+            out.append(f"{100 * samples(r) / total:5.1f}%  {r[addr_col]}  {r[src_col].strip()[:90]}")
+    return out
+
+
 def run_ncu(env: dict, out_dir: Path) -> dict:
     tool = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     if not Path(tool).exists():
@@ -383,7 +491,8 @@ def run_ncu(env: dict, out_dir: Path) -> dict:
         return {"rc": "timeout"}
     result: dict = {"rc": out.returncode, "log": (out.stdout + out.stderr)[-2000:]}
     keep: list[str] = []
-    for page, extra in (("details", ["--print-details", "all"]), ("raw", [])):
+    for page, extra in (("details", ["--print-details", "all"]), ("raw", []),
+                        ("source", ["--print-source", "sass", "--csv"])):
         try:
             text = subprocess.run([tool, "-i", f"{report}.ncu-rep", "--page", page, *extra], capture_output=True,
                                   text=True, timeout=60).stdout
@@ -400,9 +509,11 @@ def run_ncu(env: dict, out_dir: Path) -> dict:
                     continue
                 if any(x in section for x in NCU_SECTIONS) and any(m in line for m in NCU_METRICS):
                     keep.append(line.rstrip())
-        else:
+        elif page == "raw":
             keep += [line.rstrip() for line in text.splitlines()
                      if "issue_stalled" in line and "ratio" in line and "average" in line]
+        else:
+            keep += hottest_sass(text)
     print("\n== ncu (default configs: ep8_decode gate_up, then tp8_decode160 down) ==\n" + "\n".join(keep[:200]), flush=True)
     result.update(seconds=round(time.time() - t0, 1), lines=keep)
     return result
@@ -436,7 +547,12 @@ def main() -> int:
     if opts.phase == "bench":
         rows = {"copy_tbps": round(copy_bandwidth(), 3), "ceilings": stream_ceilings()}
         log(f"copy bandwidth {rows['copy_tbps']} TB/s")
-        rows["bench"] = bench(sweep=not opts.no_sweep)
+        from chord_kernels.bench.clocks import ClockSampler
+
+        with ClockSampler(torch.cuda.current_device()) as clocks:
+            rows["bench"] = bench(sweep=not opts.no_sweep, clocks=clocks)
+        rows["clocks"] = clocks.summary()
+        log(f"clocks: {rows['clocks']}")
         (out_dir / "phase_bench.json").write_text(json.dumps(rows))
         return 0
 
@@ -468,16 +584,17 @@ def main() -> int:
     report["ceilings"] = bench_phase["result"].get("ceilings")
     report["bench"] = bench_phase["result"].get("bench", [])
     report["bench_rc"] = bench_phase["rc"]
+    report["clocks"] = bench_phase["result"].get("clocks")
     if opts.ncu:
         report["ncu"] = run_ncu(env, out_dir)
     (out_dir / "indexed_check.json").write_text(json.dumps(report, indent=1))
 
     print("\n== indexed decode kernel, H200, CUDA-graph median per GEMM ==")
-    print(f"{'scenario':14s} {'proj':7s} {'variant':9s} {'us':>8s} {'floor':>7s} {'%floor':>6s} {'TB/s':>5s}")
+    print(f"{'scenario':14s} {'proj':7s} {'variant':9s} {'us':>8s} {'floor':>7s} {'%floor':>6s} {'TB/s':>5s} {'SM MHz':>6s}")
     best: dict[tuple[str, str], dict] = {}
     for row in report["bench"]:
         print(f"{row['scenario']:14s} {row['proj']:7s} {row['variant']:9s} {row['us']:8.1f} {row['floor_us']:7.1f} "
-              f"{100 * row['frac_floor']:5.1f}% {row['tbps']:5.2f} {row['rel_err_vs_default']:.0e}")
+              f"{100 * row['frac_floor']:5.1f}% {row['tbps']:5.2f} {row.get('sm_mhz')!s:>6s} {row['rel_err_vs_default']:.0e}")
         key = (row["scenario"], row["proj"])
         if row["variant"] == "default":
             best[key] = row
@@ -492,6 +609,7 @@ def main() -> int:
     for name, res in report.get("sanitizers", {}).items():
         print(f"{name}: {res}")
     print(f"ceilings: {report.get('ceilings')}")
+    print(f"clocks: {report.get('clocks')}")
     return 0 if tests.get("rc", 0) == 0 else 1
 
 

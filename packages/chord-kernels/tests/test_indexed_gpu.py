@@ -67,6 +67,12 @@ CASES = [
     # The wide decode tile (256 channels, balanced) with a partial last N tile (N16 = 17: one
     # atom row in its last 64-channel run) and a one-group last K tile (K / 32 = 33).
     Case("wide_tile_edges", 6, 264, 1056, 20, 2, weighted=True),
+    # The 128-channel configuration of 16-32 token blocks: partial last N tile and K stage.
+    Case("wide_bm24_edges", 6, 200, 1056, 40, 3, block_m=24, weighted=True),
+    Case("wide_bm32_k256", 12, 264, 256, 60, 4, block_m=32, weighted=True),
+    # N not a multiple of 8: the epilogue falls back to 2-byte stores (general and wide configs).
+    Case("n_not_multiple_of_8", 5, 44, 96, 7, 3, weighted=True),
+    Case("n_not_multiple_of_8_wide", 6, 268, 1056, 20, 2),
     Case("balanced_split_k_bm16", 6, 136, 1280, 30, 3, block_m=16, routing="mapped", schedule="balanced"),
 ]
 

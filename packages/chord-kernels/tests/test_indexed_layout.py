@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -154,7 +156,8 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert chord_kernels.indexed.choose_block_m(pw, 160) == 8      # ep8_decode, tok_e 3.3
     assert chord_kernels.indexed.choose_block_m(pw, 1) == 8
     assert chord_kernels.indexed.choose_block_m(pw, 400) == 16
-    assert chord_kernels.indexed.choose_block_m(pw, 768) == 32     # ep8_tok16
+    assert chord_kernels.indexed.choose_block_m(pw, 768) == 24     # ep8_tok16 (a 24-row tile rarely overflows)
+    assert chord_kernels.indexed.choose_block_m(pw, 1024) == 32    # tok_e 21 (tp8_1024)
     with pytest.raises(ChordInputError):
         chord_kernels.indexed.choose_block_m(pw, -1)
 
@@ -168,6 +171,22 @@ def test_default_configs_fit_shared_memory(block_m: int, n: int, k: int) -> None
     # Room for the compacted block list of a decode batch (Kimi TP8 decode160: 496 blocks).
     assert cfg.smem_bytes(512) <= cfg.per_cta_budget()
     assert cfg.ctas_per_sm * (cfg.smem_bytes(512) + heuristics.SMEM_RESERVED_PER_CTA) <= heuristics.SMEM_PER_SM
+
+
+@pytest.mark.parametrize(("n", "k", "slots", "experts", "schedule"), [
+    (4096, 7168, 160, 48, "balanced"),   # EP8 gate_up: ~3.8 items per CTA, whole items leave a ragged tail
+    (7168, 2048, 160, 48, "strided"),    # EP8 down: ~6.6
+    (512, 7168, 1280, 384, "balanced"),  # TP8 gate_up
+    (7168, 256, 1280, 384, "strided"),   # TP8 down: ~53
+])
+def test_choose_schedule_by_items_per_cta(n: int, k: int, slots: int, experts: int, schedule: str) -> None:
+    cfg = heuristics.choose_config(n, k, 8)
+    blocks = (slots + experts * 7) // 8  # what align_block_size's tensors can hold
+    chosen = heuristics.choose_schedule(cfg, blocks * heuristics.ntiles(n, cfg), num_sms=132)
+    assert chosen.schedule == schedule
+    assert chosen == dataclasses.replace(cfg, schedule=schedule)
+    general = heuristics.general_config(8)  # not balanced: left alone
+    assert heuristics.choose_schedule(general, 10**6, num_sms=132) is general
 
 
 def test_gemm_rejects_cpu_tensors_and_wrong_layouts() -> None:

@@ -41,6 +41,15 @@ def table_header(run: RunResult) -> list[str]:
             *[f"{p} µs / impl µs" for p in run.peers()], "config (gate_up / down) or reason"]
 
 
+def _clock_line(clocks: dict) -> list[str]:
+    if not clocks.get("samples"):
+        return []
+    reasons = ", ".join(clocks["event_reasons"]) or "none"
+    return [f"SM clock while busy: median {clocks['sm_mhz_median']} MHz (min {clocks['sm_mhz_min']}, max "
+            f"{clocks['sm_mhz_max']}), memory {clocks['mem_mhz_median']} MHz, power max {clocks['power_w_max']} W, "
+            f"temperature max {clocks['temp_c_max']} C, clock-event reasons: {reasons}"]
+
+
 def format_table(run: RunResult) -> str:
     """A Markdown table (readable on a terminal too) plus the environment and exclusions."""
     header = table_header(run)
@@ -58,6 +67,7 @@ def format_table(run: RunResult) -> str:
         f"triton {env.get('triton')}, chord-kernels {env.get('chord_kernels')}, commit {env.get('commit')}",
         f"ceilings: copy {c['copy_tbps']:.2f} TB/s, bf16 {c['bf16_tflops']:.0f} TFLOP/s ({c['source']}); "
         f"run {run.created_utc}; command: {run.command}",
+        *_clock_line(run.clocks),
         "",
         line(header),
         "|" + "|".join("-" * (w + 2) for w in widths) + "|",

@@ -25,6 +25,8 @@ class CandidateResult:
     """``ok`` (checked and timed), ``wrong`` (failed the reference check) or ``failed`` (error)."""
     us: float | None = None
     reason: str | None = None
+    sm_mhz: float | None = None
+    """Median SM clock while it was timed (bench.clocks; None without nvidia-smi)."""
 
 
 @dataclass
@@ -35,6 +37,10 @@ class GemmResult:
     config: str | None
     method: str | None
     candidates: list[CandidateResult] = field(default_factory=list)
+    us_sweep: float | None = None
+    """The best candidate's time in the sweep, before the interleaved side-by-side timing."""
+    sm_mhz: float | None = None
+    """Median SM clock while ``us`` was measured."""
 
     @property
     def excluded(self) -> list[CandidateResult]:
@@ -117,6 +123,8 @@ class RunResult:
     options: dict[str, Any]
     implementations: list[ImplInfo] = field(default_factory=list)
     scenarios: list[ScenarioResult] = field(default_factory=list)
+    clocks: dict[str, Any] = field(default_factory=dict)
+    """SM clock range, power, temperature and clock-event reasons over the run (bench.clocks)."""
     schema: str = SCHEMA
 
     def impl_names(self) -> list[str]:
@@ -145,7 +153,8 @@ class RunResult:
             impls = {}
             for name, r in s["impls"].items():
                 gemms = {
-                    g: GemmResult(v["us"], v["config"], v["method"], [CandidateResult(**c) for c in v["candidates"]])
+                    g: GemmResult(v["us"], v["config"], v["method"], [CandidateResult(**c) for c in v["candidates"]],
+                                  v.get("us_sweep"), v.get("sm_mhz"))
                     for g, v in r["gemms"].items()
                 }
                 impls[name] = ImplResult(r["status"], r["reason"], gemms)
@@ -155,6 +164,7 @@ class RunResult:
             created_utc=data["created_utc"], command=data["command"], environment=data["environment"],
             ceilings=data["ceilings"], options=data["options"],
             implementations=[ImplInfo(**i) for i in data["implementations"]], scenarios=scenarios,
+            clocks=data.get("clocks", {}),
         )
 
     def with_ceilings(self, copy_tbps: float, bf16_tflops: float, source: str) -> RunResult:

@@ -2,8 +2,9 @@
 
 For each scenario and draw: build both GEMM problems once (same weights, activations and routing
 for every implementation), then for each implementation and GEMM check every candidate's output
-against the reference before timing it, and keep the fastest correct one. gate_up and down are
-timed separately and reported as a sum. Results are handed to ``on_update`` after every scenario
+against the reference before timing it, and keep the fastest correct one. The winners of all
+implementations are then timed again side by side, in alternating rounds (timing.interleaved), and
+that is the reported time. gate_up and down are timed separately and reported as a sum. Results are handed to ``on_update`` after every scenario
 so that an interrupted run still leaves its numbers behind.
 """
 
@@ -22,7 +23,8 @@ from pathlib import Path
 import torch
 
 from chord_kernels.bench import ceilings as ceilings_mod
-from chord_kernels.bench.impls import Implementation
+from chord_kernels.bench.clocks import ClockSampler
+from chord_kernels.bench.impls import Candidate, Implementation
 from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
 from chord_kernels.bench.results import (
     CandidateResult,
@@ -41,7 +43,7 @@ from chord_kernels.bench.scenarios import (
     draw_seed,
     gemm_costs,
 )
-from chord_kernels.bench.timing import bench
+from chord_kernels.bench.timing import bench, interleaved
 
 Log = Callable[[str], None]
 
@@ -124,8 +126,10 @@ class DeviceLost(RuntimeError):
     """The CUDA context is unusable; the run stops and keeps what it has."""
 
 
-def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method: str, log: Log) -> GemmResult:
+def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method: str, log: Log,
+               clocks: ClockSampler | None = None) -> tuple[GemmResult, Candidate | None]:
     best: GemmResult = GemmResult(None, None, None)
+    winner: Candidate | None = None
     for cand in impl.candidates(problem):
 
         def record_failure(message: str, reason: str, exc: Exception, cand=cand) -> None:
@@ -153,26 +157,53 @@ def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method
             log(f"    {impl.name} {problem.name} [{cand.config}] WRONG, excluded: {wrong}")
             continue
         try:
+            t0 = time.monotonic()
             t = bench(cand.run, graphable=cand.graphable, rep_ms=rep_ms, method=method)
+            mhz = clocks.median_sm_mhz(t0, time.monotonic()) if clocks else None
         except Exception as exc:
             reason = f"timing failed: {type(exc).__name__}: {exc}"
             record_failure(reason, reason, exc)
             continue
-        best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2)))
-        log(f"    {impl.name} {problem.name} [{cand.config}] {t.us:9.1f} us")
+        best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2), sm_mhz=mhz))
+        log(f"    {impl.name} {problem.name} [{cand.config}] {t.us:9.1f} us" + (f"  (SM {mhz:.0f} MHz)" if mhz else ""))
         if best.us is None or t.us < best.us:
-            best.us, best.config, best.method = round(t.us, 2), cand.config, t.method
-    return best
+            best.us, best.config, best.method, best.sm_mhz = round(t.us, 2), cand.config, t.method, mhz
+            winner = cand
+    return best, winner
 
 
-def _run_impl(impl: Implementation, problems: Sequence[GemmProblem], rep_ms: float, method: str, log: Log) -> ImplResult:
+def _side_by_side(problem: GemmProblem, results: dict[str, ImplResult], winners: dict[str, Candidate],
+                  log: Log, clocks: ClockSampler) -> None:
+    """Re-time every implementation's winning candidate on ``problem`` in alternating rounds and
+    report that median (the sweep's time stays in ``us_sweep``)."""
+    fns = {name: c.run for name, c in winners.items() if c.graphable}
+    if len(fns) < 2:
+        return
+    try:
+        timers = interleaved(fns, clocks=clocks)
+    except Exception as exc:  # keep the sweep's times, say why
+        log(f"    side by side {problem.name} failed ({type(exc).__name__}: {exc}); keeping the sweep's times")
+        return
+    for name, timer in timers.items():
+        gemm = results[name].gemms[problem.name]
+        gemm.us_sweep, gemm.us = gemm.us, round(timer.median_us(), 2)
+        gemm.sm_mhz = timer.median_mhz()
+        gemm.method = f"interleaved rounds: {len(timer.samples)} replays of a {timer.launches}-call CUDA graph"
+    log(f"    side by side {problem.name}: " + ", ".join(
+        f"{name} {results[name].gemms[problem.name].us:.1f} us" for name in timers))
+
+def _run_impl(impl: Implementation, problems: Sequence[GemmProblem], rep_ms: float, method: str, log: Log,
+              clocks: ClockSampler | None = None,
+              winners: dict[str, dict[str, Candidate]] | None = None) -> ImplResult:
     reasons = [impl.unsupported(p) for p in problems]
     if any(reasons):
         return ImplResult("skipped", next(r for r in reasons if r))
     result = ImplResult("ok")
     for problem in problems:
         try:
-            gemm = _time_gemm(impl, problem, rep_ms, method, log)
+            gemm, winner = _time_gemm(impl, problem, rep_ms, method, log, clocks)
+            if winner is not None and winners is not None:
+                winners.setdefault(problem.name, {})[impl.name] = winner
         except DeviceLost:
             raise
         except Exception as exc:  # preparation itself failed (packing, compiling, import...)
@@ -214,6 +245,20 @@ def run(
     if device.index is None:  # several torch APIs (e.g. memory queries) need an explicit index
         device = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(device)
+    with ClockSampler(device.index) as clocks:
+        result = _run(scenarios, impls, draws=draws, seed=seed, device=device, rep_ms=rep_ms,
+                      timing_method=timing_method, measure_ceilings=measure_ceilings, options=options,
+                      on_update=on_update, deadline_s=deadline_s, log=log, start=start, clocks=clocks)
+    result.clocks = clocks.summary()
+    if result.clocks.get("samples"):
+        log(f"clocks: {result.clocks}")
+    return result
+
+
+def _run(scenarios: Sequence[Scenario], impls: Sequence[Implementation], *, draws: Sequence[str], seed: int,
+         device: torch.device, rep_ms: float, timing_method: str, measure_ceilings: bool,
+         options: dict[str, object] | None, on_update: Callable[[RunResult], None] | None,
+         deadline_s: float | None, log: Log, start: float, clocks: ClockSampler) -> RunResult:
     ceilings: Ceilings = ceilings_mod.measure(device) if measure_ceilings else NOMINAL_H200
     log(f"ceilings: copy {ceilings.copy_tbps:.2f} TB/s, bf16 {ceilings.bf16_tflops:.0f} TFLOP/s ({ceilings.source})")
     result = RunResult(
@@ -263,15 +308,21 @@ def run(
                 f"floor={sres.floor_us:.1f} us")
             for p in problems:
                 p.reference()
+            winners: dict[str, dict[str, Candidate]] = {}
             for impl in live:
                 try:
-                    sres.impls[impl.name] = _run_impl(impl, problems, rep_ms, timing_method, log)
+                    sres.impls[impl.name] = _run_impl(impl, problems, rep_ms, timing_method, log, clocks, winners)
                 except DeviceLost as exc:
                     log(f"stopping: {exc}")
                     sres.impls[impl.name] = ImplResult("failed", str(exc)[:500])
                     result.scenarios.append(sres)
                     result.options["stopped_early"] = f"device lost: {exc}"[:500]
                     return result
+            for p in problems:
+                finalists = {name: c for name, c in winners.get(p.name, {}).items()
+                             if sres.impls[name].gemms.get(p.name) is not None}
+                _side_by_side(p, sres.impls, finalists, log, clocks)
+            for impl in live:
                 r = sres.impls[impl.name]
                 total = r.total_us
                 log(f"  {impl.name:<16} {r.status:<8} " + (f"{total:9.1f} us" if total else (r.reason or "")))
@@ -279,5 +330,6 @@ def run(
             del problems
             torch.cuda.empty_cache()
             if on_update is not None:
+                result.clocks = clocks.summary()
                 on_update(result)
     return result

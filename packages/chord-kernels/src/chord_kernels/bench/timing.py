@@ -5,11 +5,16 @@ method by hand: capture ``n`` back-to-back calls in one CUDA graph, replay it se
 CUDA events around each replay, and report the median per call. No L2 flush: MoE weights are far
 larger than L2. Callables that cannot be captured (the eager reference) are timed with events
 around plain calls.
+
+:func:`interleaved` times several callables in alternating rounds (a b c a b c ...): the H200 runs
+memory-bound kernels at its power cap, where the SM clock wanders (bench.clocks), so only
+alternation makes two implementations see the same clock states.
 """
 
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -94,3 +99,62 @@ def bench(fn: Callable[[], object], *, graphable: bool = True, rep_ms: float = 2
         ms = triton_bench(fn, rep=rep_ms, return_mode="median")
         return Timing(float(ms) * 1e3, "triton.testing.do_bench_cudagraph (median)", 10)
     return bench_graph_events(fn, rep_ms=rep_ms)
+
+
+class GraphTimer:
+    """One CUDA graph of ``launches`` back-to-back calls of ``fn``; :meth:`run` times replays and
+    keeps µs per call (and, with a :class:`~chord_kernels.bench.clocks.ClockSampler`, the median
+    SM clock of each batch)."""
+
+    def __init__(self, fn: Callable[[], object], launches: int = 10) -> None:
+        self.launches = launches
+        self.fn = fn  # a graph does not keep the tensors it reads alive; fn's closure does
+        self.stream = torch.cuda.Stream()
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            fn()  # warm-up outside the graph (lazy init, allocator)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, stream=self.stream):
+                for _ in range(launches):
+                    fn()
+            self.graph.replay()
+        self.stream.synchronize()
+        torch.cuda.current_stream().wait_stream(self.stream)
+        self.samples: list[float] = []
+        self.mhz: list[float] = []
+
+    def run(self, reps: int, clocks: object | None = None) -> None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0 = time.monotonic()
+        with torch.cuda.stream(self.stream):
+            for _ in range(reps):
+                start.record()
+                self.graph.replay()
+                end.record()
+                end.synchronize()
+                self.samples.append(start.elapsed_time(end) * 1e3 / self.launches)
+        mhz = clocks.median_sm_mhz(t0, time.monotonic()) if clocks is not None else None
+        if mhz:
+            self.mhz.append(mhz)
+
+    def median_us(self) -> float:
+        return statistics.median(self.samples)
+
+    def median_mhz(self) -> float | None:
+        return round(statistics.median(self.mhz)) if self.mhz else None
+
+
+def interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 5, reps: int = 3, launch_ms: float = 2.0,
+                clocks: object | None = None) -> dict[str, GraphTimer]:
+    """Time graph-capturable callables in alternating rounds; each timer holds its samples.
+
+    Each graph holds about ``launch_ms`` of calls (at least 3); every round replays every graph
+    ``reps`` times, in the given order."""
+    timers = {}
+    for name, fn in fns.items():
+        per_call = max(_estimate_ms(fn), 1e-3)
+        timers[name] = GraphTimer(fn, launches=max(3, min(200, int(launch_ms / per_call))))
+    for _ in range(rounds):
+        for timer in timers.values():
+            timer.run(reps, clocks)
+    return timers

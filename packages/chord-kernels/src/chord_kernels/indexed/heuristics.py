@@ -7,6 +7,7 @@ defaults.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -80,7 +81,8 @@ class DecodeConfig:
         """Dynamic shared memory; mirrors ``DecodeConfig::smem_bytes`` in params.cuh."""
         header = (32 + 8 * self.block_m + 15) // 16 * 16
         header_offset = self.stages * self.stage_bytes + 16 * self.stages
-        return header_offset + self.stages * header + 64 + 4 * list_cap
+        epilogue = self.warps * self.block_m * (self.mt * 32 + 16)
+        return header_offset + self.stages * header + 64 + epilogue + 4 * list_cap
 
     def per_cta_budget(self) -> int:
         return SMEM_PER_SM // self.ctas_per_sm - SMEM_RESERVED_PER_CTA
@@ -116,7 +118,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         return 8
     if tok_e <= 9.0:
         return 16
-    if tok_e <= 14.0:
+    if tok_e <= 17.0:  # ep8_tok16 (tok_e 16): 24-token blocks 6 % faster than 32 (2026-11-30)
         return 24
     return 32
 
@@ -130,10 +132,17 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
     CTA tiles (four consumer warps of four 16-channel atoms each: fewer instructions per weight),
     256-wide K stages (37 KB of weights), two stages, two CTAs per SM, and the balanced schedule
     (equal K-stage ranges per CTA: at ~2.7 items per CTA whole items would leave a ragged last
-    wave). Every other shape keeps the general configuration (64 x 256 stages, strided items).
+    wave). Wider token blocks (16-32 tokens: 2-4 mma N tiles, more accumulators) take 128-channel
+    tiles at two CTAs per SM: ep8_tok16 -12 % and tp8_1024 -14 % against the general configuration
+    (interleaved timing, 2026-11-30). Every other shape keeps the general configuration (64 x 256
+    stages, strided items). ``gemm`` may switch a balanced configuration to strided when the routing
+    tensors hold many items per CTA (:func:`choose_schedule`).
     """
-    if block_m == 8 and n >= 256 and (k >= 1024 or k == 256):
+    if n >= 256 and block_m == 8 and (k >= 1024 or k == 256):
         return DecodeConfig(block_m=8, warps=4, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced")
+    if n >= 128 and block_m >= 16 and (k >= 1024 or k == 256):
+        stages = max_stages(block_m, warps=4, mt=2, bk=256, ctas_per_sm=2, limit=3)
+        return DecodeConfig(block_m=block_m, warps=4, mt=2, bk=256, stages=stages, ctas_per_sm=2, schedule="balanced")
     return general_config(block_m)
 
 
@@ -146,6 +155,26 @@ def general_config(block_m: int) -> DecodeConfig:
     ctas = 4 if block_m <= 16 else 3
     stages = max_stages(block_m, bk=256, ctas_per_sm=ctas)
     return DecodeConfig(block_m=block_m, bk=256, stages=stages, ctas_per_sm=ctas)
+
+
+STRIDED_MIN_WAVES = 5.0
+"""With at least this many work items per CTA (counted from the routing tensors' capacity), whole
+items in a strided order beat the balanced split schedule: measured on the H200 2026-11-30 with
+interleaved timing, EP8 down (~6.6 items per CTA by this count) 100.1 vs 106.0 us and TP8 down
+(~52) 106.4 vs 107.6 us strided vs balanced, while the gate_up GEMMs (~3.8) are 2.5-5 % faster
+balanced (docs/optimization.md)."""
+
+
+def choose_schedule(config: DecodeConfig, max_items: int, num_sms: int) -> DecodeConfig:
+    """The balanced configuration, or its strided twin when there are many items per CTA.
+
+    ``max_items`` is the routing blocks the tensors can hold times the N tiles (no device read):
+    an upper bound of the work, which is what the host knows without synchronizing."""
+    if config.schedule != "balanced":
+        return config
+    if max_items >= STRIDED_MIN_WAVES * num_sms * config.ctas_per_sm:
+        return dataclasses.replace(config, schedule="strided")
+    return config
 
 
 def grid_size(config: DecodeConfig, num_sms: int, max_items: int) -> int:

@@ -8,6 +8,7 @@ kernel is compiled (call :func:`prepare` or run it once before capture).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 
@@ -19,6 +20,7 @@ from chord_kernels.indexed.heuristics import (
     DecodeConfig,
     choose_block_m,
     choose_config,
+    choose_schedule,
     general_config,
     grid_size,
     ntiles,
@@ -75,9 +77,14 @@ def default_configs() -> list[DecodeConfig]:
     seen: dict[DecodeConfig, None] = {}
     for bm in (8, 16, 24, 32):
         for n, k in _KIMI_SHAPES:
-            seen[choose_config(n, k, bm)] = None
+            seen.update(dict.fromkeys(_schedules(choose_config(n, k, bm))))
         seen[general_config(bm)] = None
     return list(seen)
+
+
+def _schedules(cfg: DecodeConfig) -> list[DecodeConfig]:
+    """A configuration and the strided twin ``choose_schedule`` may switch it to."""
+    return [cfg, dataclasses.replace(cfg, schedule="strided")] if cfg.schedule == "balanced" else [cfg]
 
 
 register_precompile("indexed", lambda: [decode_kernel(c) for c in default_configs()])
@@ -210,14 +217,15 @@ def gemm(
     num_blocks = min(expert_ids.numel(), sorted_token_ids.numel() // block_m)
     if num_blocks == 0:
         return out.zero_()
+    num_sms = _num_sms(_device_index(device))
+    if config is None:
+        cfg = planned_config(weight, block_m, num_blocks, num_sms)
     list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
-    if config is None and cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
-        cfg = general_config(block_m)  # shallower stages leave room for the block list
     smem = cfg.smem_bytes(list_cap)
     if smem > cfg.per_cta_budget():
         list_cap, smem = 0, cfg.smem_bytes(0)  # walk every block instead of compacting them
     max_items = num_blocks * ntiles(weight.n, cfg)
-    grid = grid_size(cfg, _num_sms(_device_index(device)), max_items)
+    grid = grid_size(cfg, num_sms, max_items)
     counters = _counters(device) if cfg.dynamic else None
     partials, flags = _workspace_for(cfg, device)
     decode_kernel(cfg).launch(
@@ -230,12 +238,22 @@ def gemm(
     return out
 
 
+def planned_config(weight: PackedWeight, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig:
+    """The configuration ``gemm`` launches for ``num_blocks`` routing blocks (the routing tensors'
+    capacity, known without a device read) on a GPU with ``num_sms`` SMs."""
+    cfg = choose_config(weight.n, weight.k, block_m)
+    list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
+    if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
+        return general_config(block_m)  # shallower stages leave room for the block list
+    return choose_schedule(cfg, num_blocks * ntiles(weight.n, cfg), num_sms)
+
+
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | None = None) -> None:
     """Compile and load the kernel ``gemm`` will use (do this before CUDA-graph capture)."""
     dev = torch.device(device or "cuda")
     if dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
-    for cfg in {choose_config(weight.n, weight.k, block_m), general_config(block_m)}:
+    for cfg in {*_schedules(choose_config(weight.n, weight.k, block_m)), general_config(block_m)}:
         decode_kernel(cfg).prepare(dev)
         if cfg.dynamic:
             _counters(dev)

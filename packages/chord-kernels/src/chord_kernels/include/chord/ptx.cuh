@@ -1,5 +1,5 @@
-// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers and 1-D bulk
-// async copies with L2 cache hints. sm_90a and newer (sm_100a, sm_103a).
+// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers, stmatrix and
+// 1-D bulk async copies with L2 cache hints. sm_90a and newer (sm_100a, sm_103a).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,13 @@ namespace chord::ptx {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Dynamic shared memory of this launch in bytes.
+__device__ __forceinline__ uint32_t dynamic_smem_bytes() {
+  uint32_t bytes;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+  return bytes;
 }
 
 // ---- mbarrier -------------------------------------------------------------------------------
@@ -47,19 +54,18 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   }
 }
 
-// ---- GPU-scope flags (split-K partials between CTAs) -----------------------------------------
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void st_release_gpu(int* p, int v) {
-  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-
+// ---- GPU-scope flags (split-K arrival counters between CTAs) -----------------------------
 __device__ __forceinline__ void st_relaxed_gpu(int* p, int v) {
   asm volatile("st.relaxed.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+// ---- stmatrix ----------------------------------------------------------------------------------
+// Two 8x8 b16 matrices from mma fragments (lane 4g + t holds row g, columns 2t, 2t + 1 of matrix i
+// in register ri) stored transposed: shared row c (address from lane c for matrix 0, lane 8 + c
+// for matrix 1) receives column c of the matrix, i.e. its 8 elements in row order.
+__device__ __forceinline__ void stmatrix_x2_trans(uint32_t addr, uint32_t r0, uint32_t r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};" ::"r"(addr), "r"(r0), "r"(r1)
+               : "memory");
 }
 
 // ---- L2 cache policies ------------------------------------------------------------------------

@@ -7,11 +7,68 @@
 #include <cstdint>
 
 #include "chord/indexed/params.cuh"
+#include "chord/ptx.cuh"
 
 namespace chord::indexed {
 
-// One 16x8 accumulator tile (already scaled): channels ch0 = base + g and ch0 + 8, tokens 2t
-// and 2t + 1 whose output rows are row0 / row1 (null: padding, not written).
+// 16-byte output chunks of one consumer warp's tile (kBM tokens x kMT * 16 channels) and how many
+// each lane stores.
+template <class Cfg>
+struct OutChunks {
+  static constexpr int kPerRow = Cfg::kMT * 2;
+  static constexpr int kCount = Cfg::kBM * kPerRow;
+  static constexpr int kPerLane = (kCount + 31) / 32;
+};
+
+// Slot of each output chunk this lane stores (chunk lane + 32 i is token row (lane + 32 i) / kPerRow
+// of the block), read from the stage header before the stage is released.
+template <class Cfg>
+__device__ __forceinline__ void chunk_slots(int (&slots)[OutChunks<Cfg>::kPerLane], const int* header_slots,
+                                            int num_slots, int lane) {
+#pragma unroll
+  for (int i = 0; i < OutChunks<Cfg>::kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    slots[i] = c < OutChunks<Cfg>::kCount ? header_slots[c / OutChunks<Cfg>::kPerRow] : num_slots;
+  }
+}
+
+// Store one consumer warp's tile (accumulators already scaled; N a multiple of 8): the fragments
+// go to the warp's shared staging rows with stmatrix (transposed, so each shared row is one
+// token's channels), then every lane copies 16-byte chunks to the output rows, so each warp
+// store instruction writes whole 128-byte lines instead of 2-byte scatters.
+template <class Cfg>
+__device__ __forceinline__ void store_block(const DecodeArgs& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
+                                            uint8_t* staging, const int (&slots)[OutChunks<Cfg>::kPerLane],
+                                            int channel0, int lane) {
+  using Chunks = OutChunks<Cfg>;
+  const uint32_t base = ptx::smem_addr(staging);
+  __syncwarp();  // the previous item's chunk loads are done before the staging rows are rewritten
+#pragma unroll
+  for (int mt = 0; mt < Cfg::kMT; ++mt)
+#pragma unroll
+    for (int j = 0; j < Cfg::kNT; ++j) {
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(acc[mt][j][0], acc[mt][j][1]);  // channel g
+      const __nv_bfloat162 hi = __floats2bfloat162_rn(acc[mt][j][2], acc[mt][j][3]);  // channel g + 8
+      // Lanes 0-7 address token rows j*8 + l of matrix 0 (channels mt*16 + 0..7), lanes 8-15
+      // those of matrix 1 (channels mt*16 + 8..15).
+      const uint32_t row = base + (j * 8 + (lane & 7)) * Cfg::kOutRowBytes + (mt * 16 + (lane & 8)) * 2;
+      ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+    }
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < Chunks::kPerLane; ++i) {
+    const int c = lane + 32 * i;
+    const int channel = channel0 + (c % Chunks::kPerRow) * 8;
+    if (c < Chunks::kCount && slots[i] < args.num_slots && channel < args.n) {
+      const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / Chunks::kPerRow) * Cfg::kOutRowBytes +
+                                                      (c % Chunks::kPerRow) * 16);
+      *reinterpret_cast<uint4*>(args.out + static_cast<int64_t>(slots[i]) * args.n + channel) = v;
+    }
+  }
+}
+
+// One 16x8 accumulator tile (already scaled) for N not a multiple of 8: channels ch0 = base + g
+// and ch0 + 8, tokens 2t and 2t + 1 whose output rows are row0 / row1 (null: padding, not written).
 __device__ __forceinline__ void store_tile(int n, const float (&acc)[4], int ch0, __nv_bfloat16* row0,
                                            __nv_bfloat16* row1) {
   const int ch1 = ch0 + 8;

@@ -69,7 +69,13 @@ struct DecodeConfig {
   static constexpr int kBarOffset = kStages * kStageBytes;
   static constexpr int kHeaderOffset = kBarOffset + 2 * kStages * 8;
   static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
-  static constexpr int kListOffset = kScratchOffset + 16 * 4;
+  // Epilogue staging (epilogue.cuh store_block): per consumer warp, kBM token rows of its kMT x 16
+  // output channels in bf16, rows padded by 16 bytes so that the 8 rows of one stmatrix 8 x 8
+  // matrix land in 8 different 16-byte bank groups.
+  static constexpr int kOutRowBytes = kMT * 32 + 16;
+  static constexpr int kWarpOutBytes = kBM * kOutRowBytes;
+  static constexpr int kOutOffset = kScratchOffset + 16 * 4;
+  static constexpr int kListOffset = kOutOffset + kWarps * kWarpOutBytes;
   // Dynamic shared memory for a list of `list_cap` compacted routing blocks.
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
 };
