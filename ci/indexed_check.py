@@ -11,7 +11,6 @@ received rows + activations read once + outputs written once.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import functools
@@ -286,30 +285,6 @@ def sweep_config(block_m: int, **kw):
     return DecodeConfig(**{"stages": stages, **fields})
 
 
-@contextlib.contextmanager
-def scalar_stores(enabled: bool):
-    """Launch the decode kernels compiled with -DCHORD_INDEXED_SCALAR_STORES (2-byte epilogue stores)."""
-    from chord_kernels.indexed import ops
-    from chord_kernels.jit import CudaKernel
-
-    if not enabled:
-        yield
-        return
-    original = ops.decode_kernel
-
-    @functools.cache
-    def patched(config, arch=None):
-        k = original(config, arch)
-        return CudaKernel(name=k.name + "_scalar_st", source=k.source, entry=k.entry, arch=k.arch,
-                          flags=(*k.flags, "-DCHORD_INDEXED_SCALAR_STORES"))
-
-    ops.decode_kernel = patched
-    try:
-        yield
-    finally:
-        ops.decode_kernel = original
-
-
 def bench(sweep: bool, clocks=None) -> list[dict]:
     from chord_kernels.bench.timing import GraphTimer
     from chord_kernels.indexed import choose_block_m, choose_config, gemm
@@ -343,7 +318,6 @@ def bench(sweep: bool, clocks=None) -> list[dict]:
                 base = variants[0][1]
                 bal = functools.partial(sweep_config, base.block_m, schedule="balanced")
                 variants += [
-                    ("scalar_st", base),  # the default with the 2-byte epilogue stores (-DCHORD_INDEXED_SCALAR_STORES)
                     ("strided", dataclasses.replace(base, schedule="strided")),
                     ("dynamic", dataclasses.replace(base, schedule="dynamic")),
                     ("balanced", dataclasses.replace(base, schedule="balanced")),
@@ -370,10 +344,9 @@ def bench(sweep: bool, clocks=None) -> list[dict]:
                 args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
                 out = torch.empty(slots, n, dtype=torch.bfloat16, device="cuda")
                 try:
-                    with scalar_stores(label == "scalar_st"):
-                        timer = GraphTimer(functools.partial(
-                            gemm, a, w, *args, block_m=cfg.block_m, top_k=top_k, topk_weights=weights,
-                            out=out, config=cfg))
+                    timer = GraphTimer(functools.partial(
+                        gemm, a, w, *args, block_m=cfg.block_m, top_k=top_k, topk_weights=weights,
+                        out=out, config=cfg))
                 except Exception as exc:  # keep benchmarking the other variants
                     log(f"{sc.name} {proj} {label}: FAILED {type(exc).__name__}: {exc}")
                     continue

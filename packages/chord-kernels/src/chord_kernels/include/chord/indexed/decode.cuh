@@ -380,13 +380,6 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
 
-  // 16-byte output stores need 16-byte aligned rows (gemm() checks `out`); CHORD_INDEXED_SCALAR_STORES
-  // forces the 2-byte path, which ci/indexed_check.py uses to measure the difference.
-#ifdef CHORD_INDEXED_SCALAR_STORES
-  const bool vector_stores = false;
-#else
-  const bool vector_stores = args.n % 8 == 0;
-#endif
   uint8_t* staging = smem + Cfg::kOutOffset + warp * Cfg::kWarpOutBytes;
 
   float acc[kChains][kMT][kNT][4];
@@ -432,17 +425,13 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
     // Epilogue inputs are read from this stage's header (output slots, top-k weights) and the
     // chains summed before the stage is released, so no shared load is still in flight when the
     // producer may overwrite the header.
-    int frag_slots[kNT][2];                         // tokens 2t, 2t + 1 of each token tile (scalar stores)
-    int out_slots[OutChunks<Cfg>::kPerLane];  // this lane's 16-byte output chunks (vector stores)
-    float weights[kNT][2];
+    int out_slots[OutChunks<Cfg>::kPerLane];  // this lane's 16-byte output chunks
+    float weights[kNT][2];                      // tokens 2t, 2t + 1 of each token tile
     if (last) {
 #pragma unroll
       for (int j = 0; j < kNT; ++j)
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          frag_slots[j][i] = h.slots[j * 8 + 2 * t + i];
-          weights[j][i] = h.weights[j * 8 + 2 * t + i];
-        }
+        for (int i = 0; i < 2; ++i) weights[j][i] = h.weights[j * 8 + 2 * t + i];
       chunk_slots<Cfg>(out_slots, h.slots, args.num_slots, lane);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
@@ -476,26 +465,7 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
         for (int j = 0; j < kNT; ++j)
 #pragma unroll
           for (int r = 0; r < 4; ++r) acc[0][mt][j][r] *= weights[j][r & 1];  // regs 0/2: token 2t
-      const int atom0 = ntile * Cfg::kAtomsN + warp * kMT;
-      if (vector_stores) {
-        store_block<Cfg>(args, acc[0], staging, out_slots, atom0 * kAtomN, lane);
-        continue;
-      }
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt) {
-        if (atom0 + mt < n16) {
-#pragma unroll
-          for (int j = 0; j < kNT; ++j) {
-            __nv_bfloat16* rows[2];
-#pragma unroll
-            for (int i = 0; i < 2; ++i) {
-              const int slot = frag_slots[j][i];
-              rows[i] = slot < args.num_slots ? args.out + static_cast<int64_t>(slot) * args.n : nullptr;
-            }
-            store_tile(args.n, acc[0][mt][j], (atom0 + mt) * kAtomN + g, rows[0], rows[1]);
-          }
-        }
-      }
+      store_block<Cfg>(args, acc[0], staging, out_slots, (ntile * Cfg::kAtomsN + warp * kMT) * kAtomN, lane);
     }
   }
 }

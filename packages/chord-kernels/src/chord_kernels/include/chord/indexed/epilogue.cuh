@@ -32,10 +32,11 @@ __device__ __forceinline__ void chunk_slots(int (&slots)[OutChunks<Cfg>::kPerLan
   }
 }
 
-// Store one consumer warp's tile (accumulators already scaled; N a multiple of 8): the fragments
-// go to the warp's shared staging rows with stmatrix (transposed, so each shared row is one
-// token's channels), then every lane copies 16-byte chunks to the output rows, so each warp
-// store instruction writes whole 128-byte lines instead of 2-byte scatters.
+// Store one consumer warp's tile (accumulators already scaled): the fragments go to the warp's
+// shared staging rows with stmatrix (transposed, so each shared row is one token's channels), then
+// every lane copies 16-byte chunks to the output rows, so each warp store instruction writes whole
+// 128-byte lines instead of 2-byte scatters. When N is not a multiple of 8 the rows are not 16-byte
+// aligned and the chunks are stored element by element.
 template <class Cfg>
 __device__ __forceinline__ void store_block(const DecodeArgs& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
                                             uint8_t* staging, const int (&slots)[OutChunks<Cfg>::kPerLane],
@@ -55,6 +56,7 @@ __device__ __forceinline__ void store_block(const DecodeArgs& args, const float 
       ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
     }
   __syncwarp();
+  const bool aligned = args.n % 8 == 0;  // gemm() checks that `out` is 16-byte aligned
 #pragma unroll
   for (int i = 0; i < Chunks::kPerLane; ++i) {
     const int c = lane + 32 * i;
@@ -62,23 +64,17 @@ __device__ __forceinline__ void store_block(const DecodeArgs& args, const float 
     if (c < Chunks::kCount && slots[i] < args.num_slots && channel < args.n) {
       const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / Chunks::kPerRow) * Cfg::kOutRowBytes +
                                                       (c % Chunks::kPerRow) * 16);
-      *reinterpret_cast<uint4*>(args.out + static_cast<int64_t>(slots[i]) * args.n + channel) = v;
+      __nv_bfloat16* dst = args.out + static_cast<int64_t>(slots[i]) * args.n + channel;
+      if (aligned) {
+        *reinterpret_cast<uint4*>(dst) = v;
+      } else {
+        const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          if (channel + u < args.n) dst[u] = e[u];
+        }
+      }
     }
-  }
-}
-
-// One 16x8 accumulator tile (already scaled) for N not a multiple of 8: channels ch0 = base + g
-// and ch0 + 8, tokens 2t and 2t + 1 whose output rows are row0 / row1 (null: padding, not written).
-__device__ __forceinline__ void store_tile(int n, const float (&acc)[4], int ch0, __nv_bfloat16* row0,
-                                           __nv_bfloat16* row1) {
-  const int ch1 = ch0 + 8;
-  if (row0 != nullptr) {
-    if (ch0 < n) row0[ch0] = __float2bfloat16_rn(acc[0]);
-    if (ch1 < n) row0[ch1] = __float2bfloat16_rn(acc[2]);
-  }
-  if (row1 != nullptr) {
-    if (ch0 < n) row1[ch0] = __float2bfloat16_rn(acc[1]);
-    if (ch1 < n) row1[ch1] = __float2bfloat16_rn(acc[3]);
   }
 }
 
