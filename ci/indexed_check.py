@@ -36,9 +36,10 @@ def w(e, n, k):
     x = torch.randint(0, 1 << 32, (e, n, k // 8), generator=g, device="cuda", dtype=torch.int64)
     p = torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
     return p, ((torch.rand(e, n, k // 32, generator=g, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
-# The last two shapes take the wide configs (256- and 128-channel tiles, balanced schedule, split items).
+# The last three shapes take the wide configs (256-, 128- and 192-channel tiles, balanced schedule, split items).
 for e, n, k, m, top_k, bm, mapped in [(6, 40, 96, 9, 2, 8, False), (8, 64, 320, 12, 3, 16, True),
-                                      (6, 264, 1056, 20, 2, 8, True), (6, 200, 1056, 40, 3, 24, True)]:
+                                      (6, 264, 1056, 20, 2, 8, True), (6, 200, 1056, 40, 3, 24, True),
+                                      (4, 264, 1056, 90, 2, 64, True)]:
     pw = chord_kernels.pack("indexed", *w(e, n, k), profile="h200_ep8")
     ge = 4 * e if mapped else e
     emap = None
@@ -272,6 +273,8 @@ SCENARIOS = [
     Scenario("tp8_decode160", 384, 160, 8, (512, 7168), (7168, 256), "h200_tp8"),
     Scenario("ep8_tok16", 48, 768, 1, (4096, 7168), (7168, 2048), "h200_ep8"),
     Scenario("tp8_1024", 384, 1024, 8, (512, 7168), (7168, 256), "h200_tp8"),
+    Scenario("ep8_tok43", 48, 2064, 1, (4096, 7168), (7168, 2048), "h200_ep8"),
+    Scenario("tp8_8192", 384, 8192, 8, (512, 7168), (7168, 256), "h200_tp8"),
 ]
 
 
@@ -333,6 +336,13 @@ def bench(sweep: bool, clocks=None) -> list[dict]:
                     ("bm32", choose_config(n, k, 32)),
                     ("bm16", choose_config(n, k, 16)),
                     ("general16", general_config(16)),
+                ]
+            if sweep and sc.name in ("ep8_tok43", "tp8_8192"):
+                bm64 = choose_config(n, k, 64)
+                variants += [
+                    ("bm64", bm64),
+                    ("bm64_str", dataclasses.replace(bm64, schedule="strided")),
+                    ("bm48", choose_config(n, k, 48)),
                 ]
             # Every variant's graph is captured first, then all are timed in interleaved rounds
             # (v1 v2 ... v1 v2 ...) and each reports its median: the H200 runs these kernels at its

@@ -70,7 +70,13 @@ CASES = [
     # The 128-channel configuration of 16-32 token blocks: partial last N tile and K stage.
     Case("wide_bm24_edges", 6, 200, 1056, 40, 3, block_m=24, weighted=True),
     Case("wide_bm32_k256", 12, 264, 256, 60, 4, block_m=32, weighted=True),
-    # N not a multiple of 8: the epilogue falls back to 2-byte stores (general and wide configs).
+    # 48- and 64-token blocks (two token rows per producer lane): the 192-channel one-CTA config
+    # with partial tiles and split items, the K = 256 config, and the general config with odd N / K.
+    Case("bm48_wide", 6, 264, 1056, 100, 2, block_m=48, weighted=True),
+    Case("bm64_wide_split", 8, 512, 2048, 200, 2, block_m=64, routing="mapped", weighted=True, schedule="balanced"),
+    Case("bm64_k256", 16, 384, 256, 300, 2, block_m=64, weighted=True),
+    Case("bm64_general_odd", 5, 72, 160, 40, 3, block_m=64),
+    # N not a multiple of 8: rows are not 16-byte aligned, the epilogue stores element by element.
     Case("n_not_multiple_of_8", 5, 44, 96, 7, 3, weighted=True),
     Case("n_not_multiple_of_8_wide", 6, 268, 1056, 20, 2),
     Case("balanced_split_k_bm16", 6, 136, 1280, 30, 3, block_m=16, routing="mapped", schedule="balanced"),

@@ -158,6 +158,10 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert chord_kernels.indexed.choose_block_m(pw, 400) == 16
     assert chord_kernels.indexed.choose_block_m(pw, 768) == 24     # ep8_tok16 (a 24-row tile rarely overflows)
     assert chord_kernels.indexed.choose_block_m(pw, 1024) == 32    # tok_e 21 (tp8_1024)
+    assert chord_kernels.indexed.choose_block_m(pw, 2064) == 32    # tok_e 43 but K = 32 < 1024
+    wide = chord_kernels.pack("indexed", *_random(48, 16, 1024, seed=7), profile="h200_ep8")
+    assert chord_kernels.indexed.choose_block_m(wide, 2064) == 64  # ep8_tok43
+    assert chord_kernels.indexed.choose_block_m(wide, 8192) == 32  # tok_e 171
     with pytest.raises(ChordInputError):
         chord_kernels.indexed.choose_block_m(pw, -1)
 

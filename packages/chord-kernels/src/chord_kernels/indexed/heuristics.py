@@ -22,7 +22,7 @@ SMEM_RESERVED_PER_CTA = 1024
 """The driver reserves 1 KiB of shared memory per resident CTA."""
 LIST_RESERVE = 4096
 """Shared bytes kept for the compacted routing-block list (1024 blocks) when sizing stages."""
-BLOCK_MS = (8, 16, 24, 32)
+BLOCK_MS = (8, 16, 24, 32, 48, 64)
 SCHEDULES = ("strided", "dynamic", "balanced")
 """Work schedules, in the order of ``chord::indexed::Schedule`` (params.cuh)."""
 
@@ -120,6 +120,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         return 16
     if tok_e <= 17.0:  # ep8_tok16 (tok_e 16): 24-token blocks 6 % faster than 32 (2026-11-30)
         return 24
+    if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
+        # ep8_tok43: 64-token blocks 14 % faster than 32 (878 vs 1025 us, both GEMMs); not for
+        # K = 256 (TP8 down) nor at tok_e 171 (tp8_8192), where 32 measured faster (2026-11-30).
+        return 64
     return 32
 
 
@@ -140,9 +144,18 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
     """
     if n >= 256 and block_m == 8 and (k >= 1024 or k == 256):
         return DecodeConfig(block_m=8, warps=4, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced")
-    if n >= 128 and block_m >= 16 and (k >= 1024 or k == 256):
+    if n >= 128 and 16 <= block_m <= 32 and (k >= 1024 or k == 256):
         stages = max_stages(block_m, warps=4, mt=2, bk=256, ctas_per_sm=2, limit=3)
         return DecodeConfig(block_m=block_m, warps=4, mt=2, bk=256, stages=stages, ctas_per_sm=2, schedule="balanced")
+    if n >= 192 and block_m > 32 and k >= 1024:
+        # 48-64 token rows (not chosen by choose_block_m yet): activations take as much shared
+        # memory per stage as weights, so one CTA per SM; 192-channel tiles (4 warps x 3 atoms):
+        # one B fragment feeds three atoms, and the accumulators of 6-8 token tiles still fit.
+        stages = max_stages(block_m, warps=4, mt=3, bk=256, ctas_per_sm=1, limit=3)
+        return DecodeConfig(block_m=block_m, warps=4, mt=3, bk=256, stages=stages, ctas_per_sm=1, schedule="balanced")
+    if n >= 128 and block_m > 32 and k == 256:
+        stages = max_stages(block_m, warps=8, mt=1, bk=256, ctas_per_sm=1, limit=3)
+        return DecodeConfig(block_m=block_m, warps=8, mt=1, bk=256, stages=stages, ctas_per_sm=1, schedule="balanced")
     return general_config(block_m)
 
 
@@ -152,7 +165,7 @@ def general_config(block_m: int) -> DecodeConfig:
     specialised one has no shared memory left for a long routing-block list."""
     # Several CTAs per SM keep ~50 KB of weights in flight per SM (Little's law at ~1.4 us);
     # wider token tiles need more shared memory per stage, so they run fewer CTAs.
-    ctas = 4 if block_m <= 16 else 3
+    ctas = 4 if block_m <= 16 else 3 if block_m <= 32 else 2
     stages = max_stages(block_m, bk=256, ctas_per_sm=ctas)
     return DecodeConfig(block_m=block_m, bk=256, stages=stages, ctas_per_sm=ctas)
 

@@ -17,6 +17,7 @@ import torch
 from chord_kernels.checks import require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError
 from chord_kernels.indexed.heuristics import (
+    BLOCK_MS,
     DecodeConfig,
     choose_block_m,
     choose_config,
@@ -75,7 +76,7 @@ _KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
 def default_configs() -> list[DecodeConfig]:
     """Configurations the Kimi shapes dispatch to (what ``precompile`` warms)."""
     seen: dict[DecodeConfig, None] = {}
-    for bm in (8, 16, 24, 32):
+    for bm in BLOCK_MS:
         for n, k in _KIMI_SHAPES:
             seen.update(dict.fromkeys(_schedules(choose_config(n, k, bm))))
         seen[general_config(bm)] = None
@@ -299,7 +300,7 @@ def fused_moe(
         )
     m, top_k = topk_ids.shape
     local_slots = math.ceil(m * top_k * w13.num_experts / max(1, num_experts))
-    block_m = choose_block_m(w13, local_slots)
+    block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
     gate_up = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k)

@@ -49,13 +49,14 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint3
   return bf16x2_mul_by_half<kHigh>(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scales);
 }
 
-// Work-item lookahead of the producer: which routing block and expert an item is, and the slot
-// of this lane's token row in it (lanes >= kBM hold the sentinel).
+// Work-item lookahead of the producer: which routing block and expert an item is, and the slots
+// of this lane's token rows in it (row lane + 32 r; rows >= kBM hold the sentinel).
+template <int kRows>
 struct ItemRef {
   int item;
   int block;
   int expert;
-  int slot;
+  int slot[kRows];
 };
 
 template <class Cfg>
@@ -108,8 +109,12 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
     }
   };
   // Block, expert and (in flight) slot id of an item.
-  auto lookup = [&](int it) -> ItemRef {
-    ItemRef ref{it, -1, -1, args.num_slots};
+  constexpr int kRows = Cfg::kRowsPerLane;
+  using Ref = ItemRef<kRows>;
+  auto lookup = [&](int it) -> Ref {
+    Ref ref{it, -1, -1, {}};
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) ref.slot[r] = args.num_slots;
     if (it >= end_item) return ref;
     const int cb = it / ntiles;
     if (compacted) {
@@ -120,40 +125,57 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
       ref.block = cb;
       ref.expert = __ldg(args.expert_ids + cb);
     }
-    if (lane < Cfg::kBM) ref.slot = __ldg(args.sorted_token_ids + static_cast<int64_t>(ref.block) * Cfg::kBM + lane);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int row = lane + 32 * r;
+      if (row < Cfg::kBM) ref.slot[r] = __ldg(args.sorted_token_ids + static_cast<int64_t>(ref.block) * Cfg::kBM + row);
+    }
     return ref;
   };
-  auto weight_of = [&](int slot) -> float {
-    return (weighted && lane < Cfg::kBM && slot >= 0 && slot < args.num_slots) ? __ldg(args.topk_weights + slot)
-                                                                               : 1.0f;
+  auto weights_of = [&](const Ref& ref, float (&w)[kRows]) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int slot = ref.slot[r];
+      w[r] = (weighted && slot >= 0 && slot < args.num_slots) ? __ldg(args.topk_weights + slot) : 1.0f;
+    }
   };
 
   // Lookahead: item 0 is streamed now; item 1's slots and item 2's id are in flight.
   request(-1);
-  ItemRef cur = lookup(resolve());
+  Ref cur = lookup(resolve());
   request(cur.item);
-  ItemRef nxt = lookup(resolve());
+  Ref nxt = lookup(resolve());
   request(nxt.item);
-  float cur_weight = weight_of(cur.slot);
+  float cur_weight[kRows];
+  weights_of(cur, cur_weight);
 
   int stage = 0;
   uint32_t phase = 0;
   while (cur.item < end_item) {
-    const float nxt_weight = weight_of(nxt.slot);  // nxt.slot was loaded one item ago
-    const ItemRef after = lookup(resolve());        // its slot load stays in flight
+    float nxt_weight[kRows];
+    weights_of(nxt, nxt_weight);          // nxt's slots were loaded one item ago
+    const Ref after = lookup(resolve());  // its slot loads stay in flight
     request(after.item);
-    const int slot = cur.slot;
     if (static_cast<unsigned>(cur.expert) < static_cast<unsigned>(args.num_experts)) {
       const int ntile = cur.item - (cur.item / ntiles) * ntiles;
-      const bool real = lane < Cfg::kBM && slot >= 0 && slot < args.num_slots;
-      const int num_real = __popc(__ballot_sync(0xffffffffu, real));
+      bool real[kRows];
+      int num_real = 0;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        real[r] = cur.slot[r] >= 0 && cur.slot[r] < args.num_slots;  // rows >= kBM hold the sentinel
+        num_real += __popc(__ballot_sync(0xffffffffu, real[r]));
+      }
       const int atoms = min(Cfg::kAtomsN, n16 - ntile * Cfg::kAtomsN);
       // Run `lane` (< kRuns): one 64-channel tile row block of this CTA tile, `run_rows` atom rows.
       const int run_row0 = ntile * Cfg::kAtomsN + lane * kTileRows;
       const int run_rows = min(kTileRows, n16 - run_row0);
       const int32_t* wsrc = args.tiles + (static_cast<int64_t>(cur.expert) * n16 * kgroups +
                                           static_cast<int64_t>(run_row0) * kgroups) * kAtomWords;
-      const __nv_bfloat16* arow = args.a + static_cast<int64_t>(real ? slot / args.top_k : 0) * args.k;
+      const __nv_bfloat16* arow[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        arow[r] = args.a + static_cast<int64_t>(real[r] ? cur.slot[r] / args.top_k : 0) * args.k;
+      }
       const int kc_lo = cur.item == first_item ? kc_first : 0;
       const int kc_hi = cur.item == end_item - 1 ? kc_end : num_kc;
       for (int kc = kc_lo; kc < kc_hi; ++kc) {
@@ -165,9 +187,12 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
         // the K = 256 TP8 down GEMM, every reuse of a slot within a block hits): skip the copies.
         const bool have_act = h.act_block == cur.block && h.act_kc == kc;
         __syncwarp();
-        if (lane < Cfg::kBM) {
-          h.slots[lane] = slot;
-          h.weights[lane] = cur_weight;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (lane + 32 * r < Cfg::kBM) {
+            h.slots[lane + 32 * r] = cur.slot[r];
+            h.weights[lane + 32 * r] = cur_weight[r];
+          }
         }
         if (lane == 0) {
           h.item = cur.item;
@@ -192,9 +217,12 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
                              wsrc + static_cast<int64_t>(run_rows) * kc * Cfg::kBKG * kAtomWords,
                              run_rows * nkg * kAtomBytes, full, weight_policy);
         }
-        if (real && !have_act) {
-          ptx::bulk_copy_g2s(dst + Cfg::kStageWeightBytes + lane * Cfg::kActRowBytes,
-                             arow + kc * Cfg::kBK, nkg * 64, full, act_policy);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          if (real[r] && !have_act) {
+            ptx::bulk_copy_g2s(dst + Cfg::kStageWeightBytes + (lane + 32 * r) * Cfg::kActRowBytes,
+                               arow[r] + kc * Cfg::kBK, nkg * 64, full, act_policy);
+          }
         }
         if (++stage == Cfg::kStages) {
           stage = 0;
@@ -203,7 +231,8 @@ __device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* s
       }
     }
     cur = nxt;
-    cur_weight = nxt_weight;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) cur_weight[r] = nxt_weight[r];
     nxt = after;
   }
   // End marker: consumers stop when they see item -1.
@@ -274,6 +303,18 @@ __device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][C
                                           const int (&row_in_tile)[Cfg::kMT],
                                           const int (&run_rows)[Cfg::kMT], const uint8_t* act, int nkg,
                                           int lane) {
+  if constexpr (!Cfg::kPrefetchB) {
+    // Many token tiles x atoms: the accumulators fill the register file, so the operands are
+    // loaded for the current group only (the group's MMAs hide the loads of the next one).
+#pragma unroll
+    for (int kg = 0; kg < Cfg::kBKG; ++kg) {
+      if (!kFull && kg >= nkg) break;
+      GroupOperands<Cfg> op;
+      load_group<Cfg, kFull>(op, kg, wrow, row_in_tile, run_rows, act, nkg, lane);
+      mma_group<Cfg>(acc, op, kg % Cfg::kChains);
+    }
+    return;
+  }
   GroupOperands<Cfg> op[2];
   load_group<Cfg, kFull>(op[0], 0, wrow, row_in_tile, run_rows, act, nkg, lane);
 #pragma unroll

@@ -33,11 +33,13 @@ struct DecodeConfig {
   static constexpr bool kBalancedSchedule = kSchedule_ == kBalanced;
 
   static_assert(kSchedule_ >= kStrided && kSchedule_ <= kBalanced, "unknown schedule");
-  static_assert(kBM % 8 == 0 && kBM <= 32, "block_m must be 8, 16, 24 or 32");
+  static_assert(kBM % 8 == 0 && kBM <= 64, "block_m must be a multiple of 8 up to 64");
   static_assert(kBK % (kTileGroups * kAtomK) == 0, "a stage holds whole 256-wide K tiles");
   static_assert((kWarps * kMT) % kTileRows == 0, "a CTA tile holds whole 64-channel tiles");
   static constexpr int kThreads = (kWarps + 1) * 32;  // + one producer warp
   static constexpr int kNT = kBM / 8;                 // mma N tiles per block
+  static constexpr int kRowsPerLane = (kBM + 31) / 32;  // token rows each producer lane handles
+  static constexpr bool kPrefetchB = kNT * kMT <= 8;    // operands loaded a K group ahead (registers)
   static constexpr int kAtomsN = kWarps * kMT;        // 16-channel atoms per CTA tile
   static constexpr int kBKG = kBK / kAtomK;           // scale groups per stage
   static constexpr int kRuns = kAtomsN / kTileRows;   // contiguous weight runs (bulk copies) per stage
