@@ -148,9 +148,10 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
         stages = max_stages(block_m, warps=4, mt=2, bk=256, ctas_per_sm=2, limit=3)
         return DecodeConfig(block_m=block_m, warps=4, mt=2, bk=256, stages=stages, ctas_per_sm=2, schedule="balanced")
     if n >= 192 and block_m > 32 and k >= 1024:
-        # 48-64 token rows (not chosen by choose_block_m yet): activations take as much shared
-        # memory per stage as weights, so one CTA per SM; 192-channel tiles (4 warps x 3 atoms):
-        # one B fragment feeds three atoms, and the accumulators of 6-8 token tiles still fit.
+        # 48-64 token rows (choose_block_m: 64 for 28 < tok_e <= 64): activations take as much
+        # shared memory per stage as weights, so one CTA per SM; 192-channel tiles (4 warps x 3
+        # atoms): one B fragment feeds three atoms, and the accumulators of 6-8 token tiles fit
+        # (four atoms spill).
         stages = max_stages(block_m, warps=4, mt=3, bk=256, ctas_per_sm=1, limit=3)
         return DecodeConfig(block_m=block_m, warps=4, mt=3, bk=256, stages=stages, ctas_per_sm=1, schedule="balanced")
     if n >= 128 and block_m > 32 and k == 256:
