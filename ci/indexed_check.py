@@ -530,9 +530,9 @@ def main() -> int:
     if opts.phase == "bench":
         rows = {"copy_tbps": round(copy_bandwidth(), 3), "ceilings": stream_ceilings()}
         log(f"copy bandwidth {rows['copy_tbps']} TB/s")
-        from chord_kernels.bench.clocks import ClockSampler
+        from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
 
-        with ClockSampler(torch.cuda.current_device()) as clocks:
+        with ClockSampler(torch.cuda.current_device(), uuid=cuda_uuid(torch.cuda.current_device())) as clocks:
             rows["bench"] = bench(sweep=not opts.no_sweep, clocks=clocks)
         rows["clocks"] = clocks.summary()
         log(f"clocks: {rows['clocks']}")

@@ -62,3 +62,19 @@ def test_sampler_reads_through_nvml(monkeypatch: pytest.MonkeyPatch) -> None:
     s = sampler.samples[0]
     assert (s.sm_mhz, s.mem_mhz, s.power_w, s.temp_c, s.reasons) == (1755.0, 3201.0, 650.5, 57.0, 0x4)
     assert sampler.summary()["event_reasons"] == ["sw_power_cap"]
+
+
+def test_sampler_finds_the_gpu_by_uuid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_VISIBLE_DEVICES renumbers GPUs for CUDA but not for NVML: a UUID picks the right one."""
+    asked: list[object] = []
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2, NVML_TEMPERATURE_GPU=0, nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: asked.append(("index", i)),
+        nvmlDeviceGetHandleByUUID=lambda u: asked.append(("uuid", u)),
+        nvmlDeviceGetClockInfo=lambda h, which: 1980, nvmlDeviceGetPowerUsage=lambda h: 400_000,
+        nvmlDeviceGetTemperature=lambda h, s: 40, nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    with ClockSampler(index=5, uuid="1234abcd-0000-1111-2222-333344445555", interval_s=1.0):
+        pass
+    assert asked == [("uuid", "GPU-1234abcd-0000-1111-2222-333344445555")]

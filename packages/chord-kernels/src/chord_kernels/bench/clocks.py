@@ -29,6 +29,16 @@ EVENT_REASONS = {
 }
 
 
+def cuda_uuid(device: Any) -> str | None:
+    """The UUID of a torch CUDA device (None where torch does not report it)."""
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_properties(device).uuid)
+    except Exception:
+        return None
+
+
 @dataclass(frozen=True)
 class ClockSample:
     t: float
@@ -48,10 +58,13 @@ def decode_reasons(mask: int) -> list[str]:
 
 
 class ClockSampler:
-    """Background NVML sampling of one GPU every ``interval_s``; use as a context manager."""
+    """Background NVML sampling of one GPU every ``interval_s``; use as a context manager.
 
-    def __init__(self, index: int = 0, interval_s: float = 0.05) -> None:
-        self.index, self.interval_s = index, interval_s
+    ``uuid`` (``torch.cuda.get_device_properties(d).uuid``) names the GPU unambiguously; NVML's
+    ``index`` is the physical one and differs from CUDA's under ``CUDA_VISIBLE_DEVICES``."""
+
+    def __init__(self, index: int = 0, interval_s: float = 0.05, uuid: str | None = None) -> None:
+        self.index, self.interval_s, self.uuid = index, interval_s, uuid
         self.samples: list[ClockSample] = []
         self.error: str | None = None
         self._stop = threading.Event()
@@ -62,7 +75,11 @@ class ClockSampler:
             import pynvml
 
             pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+            if self.uuid:
+                uuid = self.uuid if self.uuid.startswith("GPU-") else f"GPU-{self.uuid}"
+                handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            else:
+                handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
             self._read(pynvml, handle)  # fail here, not silently in the thread
         except Exception as exc:  # no nvidia-ml-py, no driver, or a query this GPU refuses
             self.error = f"NVML unavailable ({type(exc).__name__}: {exc}); pip install nvidia-ml-py"

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from chord_kernels.bench import ceilings as ceilings_mod
-from chord_kernels.bench.clocks import ClockSampler
+from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
 from chord_kernels.bench.impls import Candidate, Implementation
 from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
 from chord_kernels.bench.results import (
@@ -245,7 +245,7 @@ def run(
     if device.index is None:  # several torch APIs (e.g. memory queries) need an explicit index
         device = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.set_device(device)
-    with ClockSampler(device.index) as clocks:
+    with ClockSampler(device.index, uuid=cuda_uuid(device)) as clocks:
         result = _run(scenarios, impls, draws=draws, seed=seed, device=device, rep_ms=rep_ms,
                       timing_method=timing_method, measure_ceilings=measure_ceilings, options=options,
                       on_update=on_update, deadline_s=deadline_s, log=log, start=start, clocks=clocks)
