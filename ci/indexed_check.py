@@ -17,7 +17,6 @@ import functools
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -145,23 +144,11 @@ def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck"
 
 
 def graph_time_us(fn, launches: int = 10, reps: int = 15) -> float:
-    fn()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(launches):
-            fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(reps):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / launches)
-    return statistics.median(times)
+    from chord_kernels.bench.timing import GraphTimer
+
+    timer = GraphTimer(fn, launches=launches)
+    timer.run(reps)
+    return timer.median_us()
 
 
 def copy_bandwidth() -> float:

@@ -50,27 +50,10 @@ def _estimate_ms(fn: Callable[[], object], calls: int = 3) -> float:
 
 def bench_graph_events(fn: Callable[[], object], rep_ms: float = 20.0, replays: int = 10) -> Timing:
     """CUDA-events timing of replays of one graph holding ~``rep_ms`` worth of calls."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()  # warm-up outside the graph (lazy init, allocator)
-        per_call = max(_estimate_ms(fn), 1e-3)
-        calls = max(1, min(1000, int(rep_ms / per_call)))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(calls):
-                fn()
-        graph.replay()  # warm-up replay
-        samples = []
-        for _ in range(replays):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / calls * 1e3)
-    torch.cuda.current_stream().wait_stream(stream)
-    return Timing(statistics.median(samples), f"cuda-graph x{calls} + events", replays)
+    per_call = max(_estimate_ms(fn), 1e-3)
+    timer = GraphTimer(fn, launches=max(1, min(1000, int(rep_ms / per_call))))
+    timer.run(replays)
+    return Timing(timer.median_us(), f"cuda-graph x{timer.launches} + events", replays)
 
 
 def bench_eager(fn: Callable[[], object], reps: int = 3) -> Timing:

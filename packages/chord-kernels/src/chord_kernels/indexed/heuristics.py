@@ -140,8 +140,8 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
     tiles at two CTAs per SM: ep8_tok16 -12 % and tp8_1024 -14 % against the general configuration
     (interleaved timing, 2026-11-30); 48-64-token blocks take 192-channel tiles at one CTA per SM
     (K >= 1024) or eight one-atom warps (K = 256). Every other shape keeps the general
-    configuration (64 x 256 stages, strided items). ``gemm`` may switch a balanced configuration to strided when the routing
-    tensors hold many items per CTA (:func:`choose_schedule`).
+    configuration (64 x 256 stages, strided items). ``gemm`` may switch a balanced configuration
+    to strided when the routing tensors hold many items per CTA (:func:`choose_schedule`).
     """
     if n >= 256 and block_m == 8 and (k >= 1024 or k == 256):
         return DecodeConfig(block_m=8, warps=4, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced")

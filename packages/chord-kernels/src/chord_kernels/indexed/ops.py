@@ -194,9 +194,10 @@ def gemm(
         raise ChordInputError(f"top_k: expected a positive integer, got {top_k!r}")
     if weight.num_experts >= 1 << 16:
         raise ChordInputError(f"weight: at most 65535 experts are supported, got {weight.num_experts}")
-    cfg = config or choose_config(weight.n, weight.k, block_m)
-    if cfg.block_m != block_m:
-        raise ChordInputError(f"config: its block_m {cfg.block_m} differs from block_m={block_m}")
+    if block_m not in BLOCK_MS:
+        raise ChordInputError(f"block_m: expected one of {list(BLOCK_MS)}, got {block_m!r}")
+    if config is not None and config.block_m != block_m:
+        raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
     num_slots = a.shape[0] * top_k
     if num_slots >= 1 << 31:
         raise ChordInputError(f"a.shape[0] * top_k = {num_slots} slots exceed int32")
@@ -219,8 +220,7 @@ def gemm(
     if num_blocks == 0:
         return out.zero_()
     num_sms = _num_sms(_device_index(device))
-    if config is None:
-        cfg = planned_config(weight, block_m, num_blocks, num_sms)
+    cfg = config if config is not None else planned_config(weight, block_m, num_blocks, num_sms)
     list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
     smem = cfg.smem_bytes(list_cap)
     if smem > cfg.per_cta_budget():
@@ -242,11 +242,17 @@ def gemm(
 def planned_config(weight: PackedWeight, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig:
     """The configuration ``gemm`` launches for ``num_blocks`` routing blocks (the routing tensors'
     capacity, known without a device read) on a GPU with ``num_sms`` SMs."""
-    cfg = choose_config(weight.n, weight.k, block_m)
+    return _planned_config(weight.n, weight.k, block_m, num_blocks, num_sms)
+
+
+@functools.lru_cache(maxsize=1024)
+def _planned_config(n: int, k: int, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig:
+    # Memoized: it runs on every eager call, and the routing capacity repeats from step to step.
+    cfg = choose_config(n, k, block_m)
     list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
     if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
         return general_config(block_m)  # shallower stages leave room for the block list
-    return choose_schedule(cfg, num_blocks * ntiles(weight.n, cfg), num_sms)
+    return choose_schedule(cfg, num_blocks * ntiles(n, cfg), num_sms)
 
 
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | None = None) -> None:
