@@ -84,6 +84,17 @@ def test_dequant_kernel_compiles_for_every_arch(arch: str) -> None:
     assert _kernel().compile(arch).stat().st_size > 0
 
 
+@pytest.mark.skipif(not nvcc._wheel_candidates(), reason="the nvidia-cuda-nvcc wheel is not installed")
+def test_wheel_nvcc_compiles_the_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A newcomer without a CUDA toolkit gets nvcc, runtime headers and CCCL from PyPI (the nox
+    sessions install them): the bf16 headers need CCCL's <nv/target>."""
+    from chord_kernels.ops.dequant import _kernel
+
+    monkeypatch.setenv("CHORD_NVCC", str(nvcc._wheel_candidates()[0]))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no toolkit nvcc to fall back on
+    assert _kernel().compile("sm_90a").read_bytes()[:4] == b"\x7fELF"
+
+
 @needs_nvcc
 def test_precompile_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["precompile", "--arch", "sm_90a", "--family", "dequant"]) == 0
