@@ -13,7 +13,8 @@ PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave")
 # CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
 TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
 
-NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0")
+NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-nvvm~=13.0.0", "nvidia-cuda-crt~=13.0.0",
+               "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0")
 """nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI."""
 
 nox.options.sessions = ["tests", "lint"]
