@@ -25,7 +25,7 @@ def _random(e: int, n: int, k: int, seed: int) -> tuple[torch.Tensor, torch.Tens
 def test_pack_unpack_is_exact(e: int, n: int, k: int, profile: str) -> None:
     packed, scales = _random(e, n, k, seed=e * 1000 + n + k)
     pw = chord_kernels.pack("indexed", packed, scales, profile=profile)
-    assert (pw.family, pw.mode, pw.profile, pw.layout_version) == ("indexed", "indexed", profile, 1)
+    assert (pw.family, pw.mode, pw.profile, pw.layout_version) == ("indexed", "indexed", profile, 2)
     assert (pw.num_experts, pw.n, pw.k, pw.group_size) == (e, n, k, 32)
     tiles = pw.tensors["tiles"]
     assert tiles.dtype == torch.int32 and tiles.shape == (e, -(-n // 16) * (k // 32), ATOM_WORDS)
@@ -100,7 +100,8 @@ def _emulate_gemm(tiles: torch.Tensor, n: int, k: int, act: torch.Tensor) -> tor
     """What the kernel's warps compute for one expert, lane by lane, from the packed atoms.
 
     Follows docs/optimization.md: lane (g, t) dequantizes A-fragment pairs with
-    ``(word >> s) & 0x000F000F`` and reads B from activation columns 8t + 4ks + {0,1,2,3}.
+    ``(word >> s) & 0x000F000F``; both operands are in natural K order (the mma fragment's logical
+    K is the column inside the group), as ldmatrix (decode) and the wgmma B tile read them.
     """
     n16, kg_count, _ = tiles.shape
     out = torch.zeros(n16 * 16, act.shape[0], dtype=torch.float64)
@@ -130,9 +131,9 @@ def _emulate_gemm(tiles: torch.Tensor, n: int, k: int, act: torch.Tensor) -> tor
                     a_log[g + 8, 2 * t:2 * t + 2] = torch.tensor(pair(wy, 8 * ks, s_hi), dtype=torch.float64)
                     a_log[g, 2 * t + 8:2 * t + 10] = torch.tensor(pair(wx, 8 * ks + 4, s_lo), dtype=torch.float64)
                     a_log[g + 8, 2 * t + 8:2 * t + 10] = torch.tensor(pair(wy, 8 * ks + 4, s_hi), dtype=torch.float64)
-                    col = kg * 32 + 8 * t + 4 * ks
+                    col = kg * 32 + 16 * ks + 2 * t
                     b_log[2 * t:2 * t + 2, :] = bf[:, col:col + 2].t()
-                    b_log[2 * t + 8:2 * t + 10, :] = bf[:, col + 2:col + 4].t()
+                    b_log[2 * t + 8:2 * t + 10, :] = bf[:, col + 8:col + 10].t()
                 out[nb * 16:(nb + 1) * 16] += a_log @ b_log
     return out[:n]
 
@@ -153,17 +154,42 @@ def test_fragment_algebra_reproduces_the_reference_gemm() -> None:
 def test_choose_block_m_follows_rows_per_expert() -> None:
     packed, scales = _random(48, 16, 32, seed=6)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
-    assert chord_kernels.indexed.choose_block_m(pw, 160) == 8      # ep8_decode, tok_e 3.3
-    assert chord_kernels.indexed.choose_block_m(pw, 1) == 8
-    assert chord_kernels.indexed.choose_block_m(pw, 400) == 16
-    assert chord_kernels.indexed.choose_block_m(pw, 768) == 24     # ep8_tok16 (a 24-row tile rarely overflows)
-    assert chord_kernels.indexed.choose_block_m(pw, 1024) == 32    # tok_e 21 (tp8_1024)
-    assert chord_kernels.indexed.choose_block_m(pw, 2064) == 32    # tok_e 43 but K = 32 < 1024
-    wide = chord_kernels.pack("indexed", *_random(48, 16, 1024, seed=7), profile="h200_ep8")
-    assert chord_kernels.indexed.choose_block_m(wide, 2064) == 64  # ep8_tok43
-    assert chord_kernels.indexed.choose_block_m(wide, 8192) == 32  # tok_e 171
+    choose = chord_kernels.indexed.choose_block_m
+    assert choose(pw, 160) == 8       # ep8_decode, tok_e 3.3: the decode kernel
+    assert choose(pw, 1) == 8
+    assert choose(pw, 400) == 16      # tok_e 8.3: still the decode kernel
+    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 32) up to 64 rows ...
+    assert choose(pw, 768) == 32      # ep8_tok16
+    assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
+    assert choose(pw, 2064) == 56     # ep8_tok43
+    # ... then the wide tile with the fewest padded rows under Poisson routing.
+    assert choose(pw, 6144) == 144    # ep8_tok128
+    assert choose(pw, 16368) == 128   # ep8_tok341: three 128-row tiles pad less than two of 176
+    tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
+    assert choose(tp8, 8192 * 8) == 128  # tp8_8192, tok_e 171
+    # Blackwell profiles keep the decode kernel's blocks.
+    bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
+    assert choose(bw, 768) == 24
+    assert choose(bw, 8192) == 32
+    wide_bw = chord_kernels.pack("indexed", *_random(48, 16, 1024, seed=7), profile="b200_ep8")
+    assert choose(wide_bw, 2064) == 64
     with pytest.raises(ChordInputError):
-        chord_kernels.indexed.choose_block_m(pw, -1)
+        choose(pw, -1)
+
+
+def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
+    from chord_kernels.indexed.wgmma import SMEM_LIMIT, WgmmaConfig, choose_wgmma_config
+
+    for bm in range(8, 264, 8):
+        for n, k in [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (40, 96)]:
+            cfg = choose_wgmma_config(n, k, bm)
+            assert cfg.block_m == bm and cfg.stages >= 2
+            assert cfg.mt * bm <= 256  # accumulator registers
+            assert cfg.smem_bytes(0) + 4096 <= SMEM_LIMIT
+    with pytest.raises(ChordInputError):
+        WgmmaConfig(block_m=12)
+    with pytest.raises(ChordInputError):
+        WgmmaConfig(block_m=256, mt=2)
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)
@@ -202,6 +228,21 @@ def test_gemm_rejects_cpu_tensors_and_wrong_layouts() -> None:
         chord_kernels.indexed.gemm(a, pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
     with pytest.raises(ChordInputError, match="dtype"):
         chord_kernels.indexed.gemm(a.float(), pw, ids, ids[:1], ids[:1], block_m=8, top_k=1)
+
+
+def test_pair_transpose_is_an_involution_giving_lane_columns() -> None:
+    from chord_kernels.indexed.layout import _permute_nibbles, _transpose_pairs
+
+    gen = torch.Generator().manual_seed(3)
+    words = torch.randint(-(1 << 31), 1 << 31, (5, 4), generator=gen, dtype=torch.int64).to(torch.int32)
+    out = _transpose_pairs(_permute_nibbles(words))
+    assert torch.equal(_permute_nibbles(_transpose_pairs(out), inverse=True), words)
+    for t in range(4):  # lane t, pair slot j: columns 2t + 8j (low nibble) and 2t + 8j + 1 (high)
+        for j in range(4):
+            w = out[:, t].to(torch.int64) & 0xFFFFFFFF
+            src = words[:, j].to(torch.int64) & 0xFFFFFFFF
+            assert torch.equal((w >> 4 * j) & 0xF, (src >> 4 * (2 * t)) & 0xF)
+            assert torch.equal((w >> (16 + 4 * j)) & 0xF, (src >> 4 * (2 * t + 1)) & 0xF)
 
 
 def test_nibble_permutation_matches_its_definition() -> None:

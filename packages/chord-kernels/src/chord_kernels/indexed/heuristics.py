@@ -74,7 +74,7 @@ class DecodeConfig:
     @property
     def stage_bytes(self) -> int:
         weights = self.warps * self.mt * (self.bk // 32) * ATOM_BYTES
-        acts = self.block_m * (self.bk * 2 + 64)
+        acts = self.block_m * (self.bk * 2 + 16)
         return (weights + acts + 127) // 128 * 128
 
     def smem_bytes(self, list_cap: int) -> int:
@@ -103,28 +103,63 @@ def max_stages(block_m: int, *, warps: int = 4, mt: int = 1, bk: int = 256, ctas
     return max(2, min(limit, (budget - fixed) // per_stage))
 
 
+WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
+"""Profiles whose GPUs (sm_90a) run the WGMMA kernel; the Blackwell profiles keep the decode kernel."""
+WGMMA_MIN_TOK_E = 9.0
+"""Above this many rows per expert the WGMMA kernel beats the decode kernel (docs/optimization.md)."""
+WIDE_BLOCKS = (128, 144, 160)
+"""Token tiles for prefill (rows per expert above 64): the widest the WGMMA kernel runs well."""
+
+
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
-    """Routing block size for the decode kernel: the token tile that (almost) never splits an expert.
+    """Routing block size: the token tile that (almost) never splits an expert.
 
     ``num_slots`` counts the rows routed to ``weight``'s experts (for expert parallelism with
     global top-k ids, scale the slot count by local / global experts). Uniform routing puts a
     Poisson(tok_e) number of rows on an expert; an expert with more rows than ``block_m`` streams
-    its weights once per block, so block_m is the smallest tile with a small overflow chance.
+    its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
+    to 9 rows per expert the decode kernel's 8- and 16-token blocks; above, on sm_90a, the WGMMA
+    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert,
+    and beyond that the wide tile that pads the fewest rows (:func:`wide_block_m`).
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
     tok_e = num_slots / max(1, weight.num_experts)
     if tok_e <= 3.5:
         return 8
-    if tok_e <= 9.0:
+    if tok_e <= WGMMA_MIN_TOK_E:
         return 16
-    if tok_e <= 17.0:  # ep8_tok16 (tok_e 16): 24-token blocks 6 % faster than 32 (2026-11-30)
+    if weight.profile in WGMMA_PROFILES:
+        if tok_e <= 64.0:
+            return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+        return wide_block_m(tok_e)
+    if tok_e <= 17.0:
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
-        # ep8_tok43: 64-token blocks 14 % faster than 32 (878 vs 1025 us, both GEMMs); not for
-        # K = 256 (TP8 down) nor at tok_e 171 (tp8_8192), where 32 measured faster (2026-11-30).
         return 64
     return 32
+
+
+@functools.lru_cache(maxsize=1024)
+def wide_block_m(tok_e: float) -> int:
+    """The tile of :data:`WIDE_BLOCKS` with the fewest expected padded rows per expert when an
+    expert receives Poisson(tok_e) rows (each expert is padded to whole tiles)."""
+    def padded_rows(block: int) -> float:
+        # E[ceil(X / block)] * block = block * sum_{j >= 0} P(X > j * block)
+        lam, term, cdf, total = tok_e, math.exp(-tok_e), 0.0, 0.0
+        x, j = 0, 0
+        while j * block <= tok_e + 12 * math.sqrt(tok_e) + block:
+            while x <= j * block:
+                cdf += term
+                x += 1
+                term *= lam / x
+            total += max(0.0, 1.0 - cdf)
+            j += 1
+        return block * total
+
+    if tok_e > 600:  # exp(-tok_e) underflows; the padding is then nearly the same for every tile
+        return WIDE_BLOCKS[0]
+    return min(WIDE_BLOCKS, key=padded_rows)
 
 
 @functools.lru_cache(maxsize=256)

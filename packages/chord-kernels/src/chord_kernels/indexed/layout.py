@@ -4,13 +4,13 @@ The unit is an *atom*: 16 output channels (N) x 32 input channels (K, one scale 
 expert, 288 bytes = 72 int32 words, in the order a warp consumes it:
 
 * words ``[0, 64)``: for lane ``l`` (``g = l // 4``, ``t = l % 4``) words ``2l`` and ``2l + 1`` hold
-  the 8 codes of channel ``g`` and channel ``g + 8`` for K columns ``8t .. 8t+7`` of the group
-  (exactly compressed-tensors word ``t`` of the group), with nibbles reordered so that even
-  columns sit in bits 0-15 and odd columns in bits 16-31: stored nibble ``p`` holds column
-  ``[0, 2, 4, 6, 1, 3, 5, 7][p]``. ``(word >> 4j) & 0x000F000F`` then yields the column pair
-  ``(2j, 2j + 1)`` in the two bf16 halves, which is one A-fragment register of
-  ``mma.m16n8k16`` (and of ``wgmma`` with A from registers) under the K permutation documented in
-  docs/optimization.md.
+  the 8 codes lane ``l`` needs of channel ``g`` and channel ``g + 8``: the A-fragment columns of
+  ``mma.m16n8k16`` (and of ``wgmma`` with A from registers) in natural K order, i.e. columns
+  ``2t + 8j`` and ``2t + 8j + 1`` of the group for ``j = 0..3``. Pair ``j`` sits in stored nibbles
+  ``j`` (the even column, bits 0-15) and ``j + 4`` (the odd column, bits 16-31), so
+  ``(word >> 4j) & 0x000F000F`` yields the bf16x2 pair of A register ``j`` (K step ``j // 2``,
+  register 0 or 2 of the fragment). Activations therefore stay in their natural order: ldmatrix
+  (decode) and 16-byte copies into a swizzled wgmma tile (prefill) read them as they are.
 * words ``[64, 72)``: word ``g`` packs the bf16 scales of channel ``g`` (bits 0-15) and channel
   ``g + 8`` (bits 16-31).
 
@@ -53,7 +53,8 @@ TILE_GROUPS = 8
 PROFILES: tuple[str, ...] = ("h200_ep8", "h200_tp8", "b200_ep8", "b300_ep8")
 """``h200_ep8`` decode, ``h200_tp8`` (shared by decode and the prefill kernel), and the Blackwell
 decode profiles (compile-checked only)."""
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
+"""2: natural K order inside a group (1, never released beyond this repository, permuted K)."""
 
 
 def atom_positions(n16: int, kg: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -94,6 +95,33 @@ def _permute_nibbles(words: torch.Tensor, inverse: bool = False) -> torch.Tensor
     return x
 
 
+def _signed(mask: int) -> int:
+    return mask - (1 << 32) if mask >= 1 << 31 else mask
+
+
+def _transpose_pairs(words: torch.Tensor) -> torch.Tensor:
+    """Transpose the 4 x 4 matrix of nibble pairs held by the 4 words of each K group.
+
+    ``words[..., c]`` (last dimension 4) holds, after :func:`_permute_nibbles`, the pairs of columns
+    ``8c + 2j, 8c + 2j + 1`` in pair slot ``j`` (nibbles ``j`` and ``j + 4``). The result's word ``t``
+    holds pair ``t`` of word ``j`` in slot ``j``: columns ``2t + 8j, 2t + 8j + 1``, the A-fragment
+    columns of lane ``t``. Two butterfly steps (slot bit 0 between words ``c, c ^ 1``, slot bit 1
+    between ``c, c ^ 2``); the transpose is its own inverse.
+    """
+    out = words
+    for step, (keep_lo, shift) in enumerate(((0x0F0F0F0F, 4), (0x00FF00FF, 8))):
+        keep_hi = _signed(keep_lo ^ 0xFFFFFFFF)
+        keep_lo = _signed(keep_lo)
+        bit = 1 << step
+        idx = torch.arange(4, device=words.device)
+        partner = out[..., idx ^ bit]
+        low_word = (idx & bit) == 0  # keeps its low slots, takes the partner's low slots moved up
+        up = (out & keep_lo) | ((partner << shift) & keep_hi)
+        down = (out & keep_hi) | ((partner >> shift) & keep_lo)
+        out = torch.where(low_word, up, down)
+    return out
+
+
 class IndexedLayout:
     """Layout ``"indexed"``: see the module docstring."""
 
@@ -118,7 +146,8 @@ class IndexedLayout:
             packed = torch.cat([packed, packed.new_full((e, pad, k // 8), 0x88888888 - (1 << 32))], 1)
             scales = torch.cat([scales, scales.new_zeros((e, pad, kg))], 1)
         # words [E, n16, h, g, kg, t] -> [E, n16, kg, g, t, h]: lane = 4g + t, word = 2 lane + h.
-        words = _permute_nibbles(packed).reshape(e, n16, 2, 8, kg, 4)
+        words = _transpose_pairs(_permute_nibbles(packed).reshape(e, n16 * ATOM_N, kg, 4))
+        words = words.reshape(e, n16, 2, 8, kg, 4)
         words = words.permute(0, 1, 4, 3, 5, 2).reshape(e, n16, kg, 64)
         # scales [E, n16, h, g, kg] -> [E, n16, kg, g, h] -> bf16 pairs viewed as int32.
         sc = scales.reshape(e, n16, 2, 8, kg).permute(0, 1, 4, 3, 2).contiguous()
@@ -147,6 +176,7 @@ class IndexedLayout:
             )
         tiles = tiles[:, atom_positions(n16, kg, tiles.device).reshape(-1)].reshape(e, n16, kg, ATOM_WORDS)
         words = tiles[..., :64].reshape(e, n16, kg, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)
+        words = _transpose_pairs(words.reshape(e, n16 * ATOM_N, kg, 4))
         packed = _permute_nibbles(words.reshape(e, n16 * ATOM_N, k // 8), inverse=True)
         sc = tiles[..., 64:].contiguous().view(torch.bfloat16).reshape(e, n16, kg, 8, 2)
         scales = sc.permute(0, 1, 4, 3, 2).reshape(e, n16 * ATOM_N, kg)

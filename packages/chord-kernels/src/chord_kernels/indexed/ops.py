@@ -18,6 +18,8 @@ from chord_kernels.checks import require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError
 from chord_kernels.indexed.heuristics import (
     BLOCK_MS,
+    WGMMA_PROFILES,
+    WIDE_BLOCKS,
     DecodeConfig,
     choose_block_m,
     choose_config,
@@ -27,6 +29,8 @@ from chord_kernels.indexed.heuristics import (
     ntiles,
 )
 from chord_kernels.indexed.layout import ATOM_WORDS, LAYOUT_VERSION, PROFILES
+from chord_kernels.indexed.wgmma import SMEM_LIMIT as _SMEM_LIMIT
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config, wgmma_kernel
 from chord_kernels.jit import CudaKernel, i32, register_precompile
 from chord_kernels.packed import PackedWeight
 from chord_kernels.reference import silu_and_mul
@@ -88,7 +92,14 @@ def _schedules(cfg: DecodeConfig) -> list[DecodeConfig]:
     return [cfg, dataclasses.replace(cfg, schedule="strided")] if cfg.schedule == "balanced" else [cfg]
 
 
-register_precompile("indexed", lambda: [decode_kernel(c) for c in default_configs()])
+def default_wgmma_configs() -> list[WgmmaConfig]:
+    """WGMMA configurations the Kimi shapes dispatch to on sm_90a (every tile choose_block_m picks)."""
+    blocks = [*range(32, 88, 8), *WIDE_BLOCKS]
+    return list(dict.fromkeys(choose_wgmma_config(n, k, bm) for bm in blocks for n, k in _KIMI_SHAPES))
+
+
+register_precompile("indexed", lambda: [*(decode_kernel(c) for c in default_configs()),
+                                        *(wgmma_kernel(c) for c in default_wgmma_configs())])
 
 
 @functools.cache
@@ -168,7 +179,7 @@ def gemm(
     top_k: int,
     topk_weights: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
-    config: DecodeConfig | None = None,
+    config: DecodeConfig | WgmmaConfig | None = None,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
     :func:`chord_kernels.reference.indexed_gemm` for the semantics.
@@ -194,8 +205,12 @@ def gemm(
         raise ChordInputError(f"top_k: expected a positive integer, got {top_k!r}")
     if weight.num_experts >= 1 << 16:
         raise ChordInputError(f"weight: at most 65535 experts are supported, got {weight.num_experts}")
-    if block_m not in BLOCK_MS:
-        raise ChordInputError(f"block_m: expected one of {list(BLOCK_MS)}, got {block_m!r}")
+    wgmma_ok = weight.profile in WGMMA_PROFILES
+    if block_m not in BLOCK_MS and not ((wgmma_ok or isinstance(config, WgmmaConfig)) and _wgmma_block(block_m)):
+        raise ChordInputError(
+            f"block_m: expected one of {list(BLOCK_MS)}"
+            + (" or a multiple of 8 up to 256 (the sm_90a WGMMA kernel)" if wgmma_ok else "")
+            + f", got {block_m!r}")
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
     num_slots = a.shape[0] * top_k
@@ -221,6 +236,10 @@ def gemm(
         return out.zero_()
     num_sms = _num_sms(_device_index(device))
     cfg = config if config is not None else planned_config(weight, block_m, num_blocks, num_sms)
+    if isinstance(cfg, WgmmaConfig):
+        _launch_wgmma(cfg, tiles, a, out, sorted_token_ids, expert_ids, num_tokens_post_padded, weights_flat,
+                      weight, num_slots, top_k, num_blocks, num_sms)
+        return out
     list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
     smem = cfg.smem_bytes(list_cap)
     if smem > cfg.per_cta_budget():
@@ -239,15 +258,40 @@ def gemm(
     return out
 
 
-def planned_config(weight: PackedWeight, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig:
+def _wgmma_block(block_m: int) -> bool:
+    return isinstance(block_m, int) and block_m % 8 == 0 and 8 <= block_m <= 256
+
+
+def _launch_wgmma(cfg: WgmmaConfig, tiles: torch.Tensor, a: torch.Tensor, out: torch.Tensor,
+                  sorted_token_ids: torch.Tensor, expert_ids: torch.Tensor, num_tokens_post_padded: torch.Tensor,
+                  weights_flat: torch.Tensor | None, weight: PackedWeight, num_slots: int, top_k: int,
+                  num_blocks: int, num_sms: int) -> None:
+    list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
+    if cfg.smem_bytes(list_cap) > _SMEM_LIMIT:
+        list_cap = 0  # walk every block instead of compacting them
+    ntiles_n = math.ceil(math.ceil(weight.n / 16) / (cfg.block_n // 16))
+    grid = max(1, min(num_sms, num_blocks * ntiles_n))
+    wgmma_kernel(cfg).launch(
+        (grid,), (cfg.threads,),
+        (tiles, a, out, sorted_token_ids, expert_ids, num_tokens_post_padded, weights_flat, None, None, None,
+         i32(weight.n), i32(weight.k), i32(weight.num_experts), i32(num_slots), i32(top_k), i32(num_blocks),
+         i32(list_cap)),
+        smem=cfg.smem_bytes(list_cap),
+    )
+
+
+def planned_config(weight: PackedWeight, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig | WgmmaConfig:
     """The configuration ``gemm`` launches for ``num_blocks`` routing blocks (the routing tensors'
     capacity, known without a device read) on a GPU with ``num_sms`` SMs."""
-    return _planned_config(weight.n, weight.k, block_m, num_blocks, num_sms)
+    return _planned_config(weight.n, weight.k, block_m, num_blocks, num_sms, weight.profile in WGMMA_PROFILES)
 
 
 @functools.lru_cache(maxsize=1024)
-def _planned_config(n: int, k: int, block_m: int, num_blocks: int, num_sms: int) -> DecodeConfig:
+def _planned_config(n: int, k: int, block_m: int, num_blocks: int, num_sms: int,
+                    wgmma: bool) -> DecodeConfig | WgmmaConfig:
     # Memoized: it runs on every eager call, and the routing capacity repeats from step to step.
+    if wgmma and block_m > 16:  # the WGMMA kernel wins from 24-token blocks up (docs/optimization.md)
+        return choose_wgmma_config(n, k, block_m)
     cfg = choose_config(n, k, block_m)
     list_cap = num_blocks if num_blocks <= LIST_CAP_LIMIT else 0
     if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
@@ -260,6 +304,9 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | Non
     dev = torch.device(device or "cuda")
     if dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
+    if weight.profile in WGMMA_PROFILES and block_m > 16:
+        wgmma_kernel(choose_wgmma_config(weight.n, weight.k, block_m)).prepare(dev)
+        return
     for cfg in {*_schedules(choose_config(weight.n, weight.k, block_m)), general_config(block_m)}:
         decode_kernel(cfg).prepare(dev)
         if cfg.dynamic:

@@ -68,6 +68,15 @@ __device__ __forceinline__ void stmatrix_x2_trans(uint32_t addr, uint32_t r0, ui
                : "memory");
 }
 
+// Four 8x8 b16 matrices: lane 8i + r gives the address of row r of matrix i; register i of lane
+// 4g + t receives row g, columns 2t, 2t + 1 of matrix i (an mma B fragment for k-major rows).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+
 // ---- L2 cache policies ------------------------------------------------------------------------
 __device__ __forceinline__ uint64_t policy_evict_first() {
   uint64_t policy;

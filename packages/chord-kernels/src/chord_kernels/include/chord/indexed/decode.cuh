@@ -258,7 +258,10 @@ __device__ __forceinline__ void load_group(GroupOperands<Cfg>& op, int kg, const
                                            const uint8_t* act, int nkg, int lane) {
 #pragma unroll
   for (int j = 0; j < Cfg::kNT; ++j) {
-    op.b[j] = *reinterpret_cast<const uint4*>(act + j * 8 * Cfg::kActRowBytes + kg * 64);
+    // Matrix i = K columns 8i..8i+7 of the group: registers x, y are K step 0 (k 2t and 2t + 8),
+    // z, w K step 1.
+    ptx::ldmatrix_x4(ptx::smem_addr(act + j * 8 * Cfg::kActRowBytes + kg * 64), op.b[j].x, op.b[j].y, op.b[j].z,
+                     op.b[j].w);
   }
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMT; ++mt) {
@@ -412,7 +415,7 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
   using Header = typename Cfg::Header;
   constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kChains = Cfg::kChains;
   const int lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
+  const int t = lane % 4;
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int kgroups = args.k / kAtomK;
   const int num_kc = (kgroups + Cfg::kBKG - 1) / Cfg::kBKG;
@@ -456,7 +459,8 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
       run_rows[mt] = max(1, min(kTileRows, n16 - (ntile * Cfg::kAtomsN + run * kTileRows)));
       wrow[mt] = stage_ptr + run * Cfg::kRunBytes;
     }
-    const uint8_t* act = stage_ptr + Cfg::kStageWeightBytes + g * Cfg::kActRowBytes + t * 16;
+    // ldmatrix row addresses: lane 8i + r reads token row r, K columns 8i..8i+7 of each group.
+    const uint8_t* act = stage_ptr + Cfg::kStageWeightBytes + (lane % 8) * Cfg::kActRowBytes + (lane / 8) * 16;
     if (nkg == Cfg::kBKG) {
       mma_stage<Cfg, true>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
     } else {

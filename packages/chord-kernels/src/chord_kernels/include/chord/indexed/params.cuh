@@ -44,9 +44,9 @@ struct DecodeConfig {
   static constexpr int kBKG = kBK / kAtomK;           // scale groups per stage
   static constexpr int kRuns = kAtomsN / kTileRows;   // contiguous weight runs (bulk copies) per stage
   static constexpr int kRunBytes = kTileRows * kBKG * kAtomBytes;  // shared bytes reserved per run
-  // Activation rows: +64 bytes so rows g and g+1 fall in opposite halves of the 128-byte bank
-  // window: the B-fragment 16-byte loads of a warp then take the minimum 4 wavefronts.
-  static constexpr int kActRowBytes = kBK * 2 + 64;
+  // Activation rows: +16 bytes so the 8 rows of one ldmatrix 8x8 matrix fall in 8 different
+  // 16-byte bank groups (each B-fragment ldmatrix.x4 takes the minimum 4 wavefronts).
+  static constexpr int kActRowBytes = kBK * 2 + 16;
   static constexpr int kStageWeightBytes = kAtomsN * kBKG * kAtomBytes;
   static constexpr int kStageActBytes = kBM * kActRowBytes;
   static constexpr int kStageBytes = (kStageWeightBytes + kStageActBytes + 127) / 128 * 128;

@@ -1,0 +1,466 @@
+// Indexed W4A16 MoE GEMM on warpgroup MMA (sm_90a), for the middle and prefill shapes.
+//
+// Same contract and weight layout as the decode kernel (decode.cuh), with swapped operands on
+// wgmma: the dequantized weights are the register A operand (a packed 64-channel tile is exactly
+// one warpgroup's 64 x 16 A fragment per K step: warp w takes atom row w), the routing block's
+// tokens are the MMA N dimension (kBM, any multiple of 8 up to 256) read from shared memory.
+//
+// Roles (one CTA per SM, persistent over (routing block, N tile) items):
+// * one producer warpgroup fills a kStages ring: the packed atoms of the tile with 1-D bulk copies
+//   (contiguous runs, L2 evict-first) and the tokens' activation rows with 16-byte cp.async into
+//   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments);
+// * kConsumers warpgroups each own kMT 64-channel tiles of the CTA's N tile: per K group of 32 they
+//   dequantize (bit-exact, as the decode kernel) into one of two register buffers while the wgmma
+//   group of the previous K group runs (commit, then wait_group 1 before reusing a buffer), and
+//   release a stage as soon as the last wgmma reading it has retired;
+// * the epilogue scales by the top-k weight, stages bf16 rows of a warpgroup's channels in shared
+//   memory (stmatrix, transposed) and writes whole 16-byte chunks of the output rows.
+// Registers move from the producer to the consumers with setmaxnreg.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "chord/common/wgmma.cuh"
+#include "chord/dequant.cuh"
+#include "chord/indexed/decode.cuh"  // dequant helpers shared with the decode kernel
+#include "chord/indexed/epilogue.cuh"
+#include "chord/indexed/params.cuh"
+#include "chord/indexed/scheduler.cuh"
+#include "chord/ptx.cuh"
+
+namespace chord::indexed {
+
+// kBM tokens per routing block (the wgmma N), kMT 64-channel tiles per consumer warpgroup, kBK
+// input channels per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
+template <int kBM_, int kMT_, int kBK_, int kStages_, int kConsumers_>
+struct WgmmaConfig {
+  static constexpr int kBM = kBM_;
+  static constexpr int kMT = kMT_;
+  static constexpr int kBK = kBK_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kConsumers = kConsumers_;
+  static_assert(kBM % 8 == 0 && kBM >= 8 && kBM <= 256, "the token tile is the wgmma N: 8..256, step 8");
+  static_assert(kMT >= 1 && kMT * kBM <= 256, "accumulators: kMT * kBM / 2 registers per thread");
+  static_assert(kBK == 128 || kBK == 256, "a stage is half or all of a 256-wide packed K tile");
+  static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
+  static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
+  static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
+  static constexpr int kGroups = kBK / kAtomK;              // scale groups (32 K) per stage
+  static constexpr int kSubtiles = kBK / 64;                // 64-K swizzled activation tiles per stage
+  static constexpr int kNT = kBM / 8;
+  static constexpr int kAcc = kBM / 2;                      // accumulator registers per tile and thread
+  static constexpr int kRowsPerLane = (kBM + 31) / 32;
+  static constexpr int kActTileBytes = kBM * 128;           // one 64-K tile of kBM token rows
+  static constexpr int kStageActBytes = kSubtiles * kActTileBytes;
+  static constexpr int kStageWeightBytes = kBlocks * kTileRows * kGroups * kAtomBytes;
+  static constexpr int kStageBytes = (kStageActBytes + kStageWeightBytes + 1023) / 1024 * 1024;
+
+  struct alignas(16) Header {
+    int item;   // work item (-1: no more work)
+    int ntile;  // N tile of the item
+    int pad[2];
+    int slots[kBM];      // flat slot of each token row (>= num_slots: padding)
+    int rows[kBM];       // its activation row (slot / top_k), -1 for padding
+    float weights[kBM];  // top-k weight of each token row (1 without top-k weights)
+  };
+  // Epilogue: per consumer warpgroup, the block's slots and weights, then a staging tile of
+  // kEpiTokens token rows x kMT * 64 channels in bf16 (rows padded by 16 bytes: the 8 rows of one
+  // stmatrix matrix fall in 8 different 16-byte bank groups).
+  static constexpr int kEpiNT = kNT < 4 ? kNT : 4;
+  static constexpr int kEpiTokens = kEpiNT * 8;
+  static constexpr int kEpiRowBytes = kMT * 128 + 16;
+  static constexpr int kEpiInfoBytes = kBM * 8;
+  static constexpr int kEpiBytes = kEpiInfoBytes + kEpiTokens * kEpiRowBytes;
+
+  static constexpr int kBarOffset = kStages * kStageBytes;
+  static constexpr int kHeaderOffset = kBarOffset + 2 * kStages * 8;
+  static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
+  static constexpr int kEpiOffset = kScratchOffset + 16 * 4;
+  static constexpr int kListOffset = kEpiOffset + kConsumers * kEpiBytes;
+  static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
+  // Arrivals completing a full barrier: every producer thread's cp.async completion, plus the
+  // header writer's arrive (which also announces the bulk-copy bytes).
+  static constexpr int kFullArrivals = 128 + 1;
+  static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
+  // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
+  // ptxas's cap at one CTA per SM): 56 x 128 + 224 x 256 = 168 x 384. An increase beyond the pool
+  // would block forever. With one consumer warpgroup every thread already gets up to 255.
+  static constexpr int kProducerRegs = 56;
+  static constexpr int kConsumerRegs = 224;
+  static_assert(kConsumers == 1 || kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 168 * kThreads,
+                "setmaxnreg beyond the launch register pool deadlocks");
+};
+
+// Named barriers (id 0 is __syncthreads): the producer warpgroup, and each consumer warpgroup.
+constexpr int kProducerBarrier = 1;
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// 16-byte asynchronous copy global -> shared through L2 only, with an L2 cache policy; completion
+// is signalled with cp_async_arrive_noinc.
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "l"(policy)
+               : "memory");
+}
+
+// The barrier receives one arrival once every cp.async this thread issued so far has landed
+// (the arrival is counted in the barrier's expected count: .noinc).
+__device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wgmma_producer(const DecodeArgs& args, uint8_t* smem, const uint32_t* list,
+                                               int total) {
+  using Header = typename Cfg::Header;
+  const int pw = (threadIdx.x / 32) % 4;  // producer warp 0..3
+  const int lane = threadIdx.x % 32;
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int kgroups = args.k / kAtomK;
+  const int num_kc = (kgroups + Cfg::kGroups - 1) / Cfg::kGroups;
+  const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
+  const bool compacted = args.list_cap > 0;
+  const bool weighted = args.topk_weights != nullptr;
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  Header* headers = reinterpret_cast<Header*>(smem + Cfg::kHeaderOffset);
+
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int item = blockIdx.x;; item += gridDim.x) {
+    const bool done = item >= total;
+    int block = 0, expert = -1, ntile = 0;
+    if (!done) {
+      const int cb = item / ntiles;
+      ntile = item - cb * ntiles;
+      if (compacted) {
+        const uint32_t entry = list[cb];
+        block = static_cast<int>(entry & 0xffffu);
+        expert = static_cast<int>(entry >> 16);
+      } else {
+        block = cb;
+        expert = __ldg(args.expert_ids + cb);
+      }
+      if (static_cast<unsigned>(expert) >= static_cast<unsigned>(args.num_experts)) continue;  // not local
+    }
+    // The item's 64-channel blocks: global block index, atom rows (4 except the last block of N).
+    const int nb0 = ntile * Cfg::kBlocks;
+    const int32_t* expert_tiles = args.tiles + static_cast<int64_t>(expert < 0 ? 0 : expert) * n16 * kgroups * kAtomWords;
+    for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
+      const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+      const uint32_t full = full0 + stage * 8;
+      ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
+      Header& h = headers[stage];
+      if (pw == 0) {
+        if (!done && kc == 0) {
+          // The block's slots, activation rows and top-k weights: read once per item (all loads of
+          // a lane in flight together), then carried from stage to stage in shared memory.
+          constexpr int kBatch = Cfg::kRowsPerLane < 4 ? Cfg::kRowsPerLane : 4;  // loads in flight per lane
+#pragma unroll 1
+          for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
+            int slot[kBatch];
+#pragma unroll
+            for (int r = 0; r < kBatch; ++r) {
+              const int row = lane + 32 * (r0 + r);
+              slot[r] = row < Cfg::kBM ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
+                                       : args.num_slots;
+            }
+#pragma unroll
+            for (int r = 0; r < kBatch; ++r) {
+              const int row = lane + 32 * (r0 + r);
+              const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
+              if (row < Cfg::kBM) {
+                h.slots[row] = slot[r];
+                h.rows[row] = real ? slot[r] / args.top_k : -1;
+                h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
+              }
+            }
+          }
+        } else if (!done) {
+          const Header& before = headers[stage == 0 ? Cfg::kStages - 1 : stage - 1];  // this item's previous stage
+          for (int row = lane; row < Cfg::kBM; row += 32) {
+            h.slots[row] = before.slots[row];
+            h.rows[row] = before.rows[row];
+            h.weights[row] = before.weights[row];
+          }
+        }
+        if (lane == 0) {
+          h.item = done ? -1 : item;
+          h.ntile = ntile;
+        }
+      }
+      named_barrier(kProducerBarrier, 128);  // the header's slots are visible to the producer warps
+      const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
+      if (pw == 0) {
+        // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
+        uint32_t bytes = 0;
+        constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
+#pragma unroll
+        for (int b = 0; b < Cfg::kBlocks; ++b) {
+          const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+          bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
+        }
+        __syncwarp();
+        if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
+        if (!done && lane < kCopies) {
+          const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
+          const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+          // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
+          // `width` atoms (8, or fewer in a short last K tile).
+          const int g0 = kc * Cfg::kGroups;
+          const int kt = g0 / kTileGroups;
+          const int width = min(kTileGroups, kgroups - kt * kTileGroups);
+          const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + b) * kTileRows * kgroups +
+                                                static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
+          const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
+          const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
+          if constexpr (Cfg::kBK == 256) {
+            if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
+          } else {
+            const int r = lane % kTileRows;
+            if (r < rows) {
+              ptx::bulk_copy_g2s(block_dst + r * nkg * kAtomBytes,
+                                 tile + (static_cast<int64_t>(r) * width + g0 % kTileGroups) * kAtomWords,
+                                 nkg * kAtomBytes, full, weight_policy);
+            }
+          }
+        }
+      }
+      if (!done) {
+        // Activations, in natural K order (the layout's A fragments are): warp pw copies rows
+        // 4 (pw + 4 i) + lane / 8, lane % 8 being the 16-byte chunk of each 64-K slice, into the
+        // 128-byte-swizzled K-major tiles of the stage.
+        const int k0 = kc * Cfg::kBK;
+        const int chunk = lane % 8;
+#pragma unroll 1
+        for (int row = 4 * pw + lane / 8; row < Cfg::kBM; row += 16) {
+          const int a_row = h.rows[row];
+          if (a_row < 0) continue;  // padding row: its output is never stored
+          const __nv_bfloat16* src = args.a + static_cast<int64_t>(a_row) * args.k + k0 + 8 * chunk;
+          const uint32_t row_dst = dst + wgmma::sw128_offset(row, chunk);
+          const uint64_t act_policy = ptx::policy_evict_last();
+#pragma unroll
+          for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
+            if (k0 + sub * 64 + 8 * chunk < args.k) cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 64, act_policy);
+          }
+        }
+      }
+      cp_async_arrive_noinc(full);
+      if (++stage == Cfg::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    if (done) break;
+  }
+}
+
+// The A fragments of one K group (32 K) of one 64-channel tile: K steps 0 and 1, four registers
+// each (mma.m16n8k16 order: row g, row g + 8, row g k+8, row g + 8 k+8).
+__device__ __forceinline__ void dequant_group(uint32_t (&a)[8], const uint8_t* atom, int lane) {
+  const uint2 w = *reinterpret_cast<const uint2*>(atom + lane * 8);
+  const uint32_t sc = *reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4);
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    a[4 * ks + 0] = bf16x2_mul_by_half<false>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.x >> (8 * ks))), sc);
+    a[4 * ks + 1] = bf16x2_mul_by_half<true>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.y >> (8 * ks))), sc);
+    a[4 * ks + 2] = bf16x2_mul_by_half<false>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.x >> (8 * ks + 4))), sc);
+    a[4 * ks + 3] = bf16x2_mul_by_half<true>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.y >> (8 * ks + 4))), sc);
+  }
+}
+
+template <class Cfg>
+struct ConsumerState {
+  float acc[Cfg::kMT][Cfg::kAcc];
+  uint32_t a[2][Cfg::kMT][8];
+};
+
+// One K group (32 K) of a stage: dequantize it into register buffer kBuf while the previous
+// group's wgmmas run, issue this group's wgmmas (2 K steps x kMT tiles) and commit them, then
+// retire the previous group (wait_group 1), which frees the other buffer.
+template <class Cfg, int kBuf>
+__device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint8_t* weights, uint64_t desc,
+                                              bool first, int lane) {
+  using MMA = wgmma::RegisterA<Cfg::kBM>;
+  uint32_t(&a)[Cfg::kMT][8] = st.a[kBuf];
+#pragma unroll
+  for (int i = 0; i < Cfg::kMT; ++i) dequant_group(a[i], weights + i * kTileRows * Cfg::kGroups * kAtomBytes, lane);
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i) {
+      MMA::mma(st.acc[i], a[i][4 * ks], a[i][4 * ks + 1], a[i][4 * ks + 2], a[i][4 * ks + 3], desc + 2 * ks,
+               (first && ks == 0) ? 0 : 1);
+    }
+  }
+  wgmma::commit_group();
+  wgmma::wait_group<1>();
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wgmma_epilogue(const DecodeArgs& args, const ConsumerState<Cfg>& st,
+                                               uint8_t* epi, int ntile, int warp, int lane) {
+  const int consumer = threadIdx.x / 128;
+  const int tid = threadIdx.x % 128;
+  const int* slots = reinterpret_cast<const int*>(epi);
+  const float* weights = reinterpret_cast<const float*>(epi + Cfg::kBM * 4);
+  uint8_t* staging = epi + Cfg::kEpiInfoBytes;
+  const uint32_t staging_addr = ptx::smem_addr(staging);
+  const int t = lane % 4;
+  const int channel0 = ntile * Cfg::kBN + consumer * Cfg::kMT * 64;
+  const bool aligned = args.n % 8 == 0;
+  constexpr int kChunksPerRow = Cfg::kMT * 8;
+  constexpr int kChunks = Cfg::kEpiTokens * kChunksPerRow;
+#pragma unroll
+  for (int j0 = 0; j0 < Cfg::kNT; j0 += Cfg::kEpiNT) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+      for (int jj = 0; jj < Cfg::kEpiNT; ++jj) {
+        const int j = j0 + jj;
+        if (j < Cfg::kNT) {
+          const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(st.acc[i][4 * j] * w0, st.acc[i][4 * j + 1] * w1);
+          const __nv_bfloat162 hi = __floats2bfloat162_rn(st.acc[i][4 * j + 2] * w0, st.acc[i][4 * j + 3] * w1);
+          const uint32_t row = staging_addr + (jj * 8 + (lane & 7)) * Cfg::kEpiRowBytes + (i * 64 + warp * 16 + (lane & 8)) * 2;
+          ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+        }
+      }
+    named_barrier(2 + consumer, 128);
+#pragma unroll
+    for (int c = tid; c < kChunks; c += 128) {
+      const int token = j0 * 8 + c / kChunksPerRow;
+      const int channel = channel0 + (c % kChunksPerRow) * 8;
+      if (token < Cfg::kBM && channel < args.n) {
+        const int slot = slots[token];
+        if (slot >= 0 && slot < args.num_slots) {
+          const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
+                                                          (c % kChunksPerRow) * 16);
+          __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * args.n + channel;
+          if (aligned) {
+            *reinterpret_cast<uint4*>(dst) = v;
+          } else {
+            const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+              if (channel + u < args.n) dst[u] = e[u];
+            }
+          }
+        }
+      }
+    }
+    named_barrier(2 + consumer, 128);  // the staging tile is read before the next chunk rewrites it
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wgmma_consumer(const DecodeArgs& args, uint8_t* smem) {
+  using Header = typename Cfg::Header;
+  const int consumer = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int kgroups = args.k / kAtomK;
+  const int num_kc = (kgroups + Cfg::kGroups - 1) / Cfg::kGroups;
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
+  uint8_t* epi = smem + Cfg::kEpiOffset + consumer * Cfg::kEpiBytes;
+
+  ConsumerState<Cfg> st;
+  int stage = 0;
+  uint32_t phase = 0;
+  for (;;) {
+    ptx::mbarrier_wait(full0 + stage * 8, phase);
+    // The activations were written by cp.async (generic proxy); wgmma reads them through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    const int item = headers[stage].item;
+    if (item < 0) break;
+    const int ntile = headers[stage].ntile;
+    int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
+    for (int kc = 0; kc < num_kc; ++kc) {
+      if (kc > 0) {
+        ptx::mbarrier_wait(full0 + stage * 8, phase);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      }
+      const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+      const uint8_t* weights = smem + stage * Cfg::kStageBytes + Cfg::kStageActBytes +
+                               consumer * Cfg::kMT * kTileRows * Cfg::kGroups * kAtomBytes + warp * nkg * kAtomBytes;
+      const uint64_t desc = wgmma::desc_k_major_sw128(smem_base + stage * Cfg::kStageBytes);
+      // Every stage but an item's short last one has kGroups (even) groups, so group gi always
+      // uses register buffer gi % 2 and the body is one code path for the compiler.
+#pragma unroll
+      for (int gi = 0; gi < Cfg::kGroups; ++gi) {
+        if (gi < nkg) {
+          const uint64_t d = desc + (((gi / 2) * Cfg::kActTileBytes + (gi % 2) * 64) >> 4);
+          if (gi % 2 == 0) {
+            consume_group<Cfg, 0>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
+          } else {
+            consume_group<Cfg, 1>(st, weights + gi * kAtomBytes, d, false, lane);
+          }
+          if (gi == 0 && prev >= 0 && lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+        }
+      }
+      prev = stage;
+      if (++stage == Cfg::kStages) {
+        stage = 0;
+        phase ^= 1;
+      }
+    }
+    wgmma::wait_group<0>();
+    // The item's last stage still holds the block's slots and weights: copy them out for the
+    // epilogue, then release it.
+    const Header& h = headers[prev];
+    int* slots = reinterpret_cast<int*>(epi);
+    float* tw = reinterpret_cast<float*>(epi + Cfg::kBM * 4);
+    for (int r = threadIdx.x % 128; r < Cfg::kBM; r += 128) {
+      slots[r] = h.slots[r];
+      tw[r] = h.weights[r];
+    }
+    named_barrier(2 + consumer, 128);
+    if (lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+    wgmma_epilogue<Cfg>(args, st, epi, ntile, warp, lane);
+  }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wgmma_kernel(const DecodeArgs& args) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const uint32_t smem_base = ptx::smem_addr(smem);
+  if (threadIdx.x == 0 && (ptx::dynamic_smem_bytes() < static_cast<uint32_t>(Cfg::smem_bytes(args.list_cap)) ||
+                           smem_base % 1024 != 0)) {
+    __trap();  // the host sized shared memory for another layout, or the swizzled tiles are misaligned
+  }
+  const uint32_t full0 = smem_base + Cfg::kBarOffset;
+  const uint32_t empty0 = full0 + Cfg::kStages * 8;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      ptx::mbarrier_init(full0 + s * 8, Cfg::kFullArrivals);
+      ptx::mbarrier_init(empty0 + s * 8, Cfg::kEmptyArrivals);
+    }
+    ptx::fence_mbarrier_init();
+  }
+  uint32_t* list = reinterpret_cast<uint32_t*>(smem + Cfg::kListOffset);
+  int* scratch = reinterpret_cast<int*>(smem + Cfg::kScratchOffset);
+  const int used = used_blocks(args, Cfg::kBM);
+  int valid_blocks = 0;
+  if (args.list_cap > 0) valid_blocks = compact_blocks<Cfg::kThreads>(args, used, list, scratch);
+  __syncthreads();
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
+  const int total = (args.list_cap > 0 ? valid_blocks : used) * ntiles;
+  if (threadIdx.x / 128 == Cfg::kConsumers) {
+    if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
+    wgmma_producer<Cfg>(args, smem, list, total);
+  } else {
+    if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
+    zero_invalid_blocks(args, used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
+    wgmma_consumer<Cfg>(args, smem);
+  }
+}
+
+}  // namespace chord::indexed

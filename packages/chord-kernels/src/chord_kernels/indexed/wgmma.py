@@ -1,0 +1,154 @@
+"""The indexed WGMMA kernel (sm_90a): configuration, generated source and launch.
+
+Same routing contract and packed layout as the decode kernel; the token block is the wgmma N
+dimension, so ``block_m`` may be any multiple of 8 up to 256 (include/chord/indexed/wgmma.cuh).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from chord_kernels.errors import ChordInputError
+from chord_kernels.jit import CudaKernel
+
+ATOM_BYTES = 288
+SMEM_LIMIT = 232_448
+"""Dynamic shared memory one CTA may use on the H200 (227 KiB)."""
+LIST_RESERVE = 4096
+"""Shared bytes kept for the compacted routing-block list when sizing stages."""
+
+
+def _align(x: int, to: int) -> int:
+    return (x + to - 1) // to * to
+
+
+@dataclass(frozen=True)
+class WgmmaConfig:
+    """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m`` tokens (wgmma N), ``mt``
+    64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
+
+    block_m: int
+    mt: int = 1
+    bk: int = 256
+    stages: int = 4
+    consumers: int = 2
+
+    def __post_init__(self) -> None:
+        if self.block_m % 8 or not 8 <= self.block_m <= 256:
+            raise ChordInputError(f"block_m: expected a multiple of 8 in [8, 256], got {self.block_m}")
+        if self.mt < 1 or self.mt * self.block_m > 256:
+            raise ChordInputError(f"mt: expected 1 <= mt and mt * block_m <= 256 (accumulator registers), got {self}")
+        if self.bk not in (128, 256):
+            raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
+        if self.stages < 2 or self.consumers not in (1, 2):
+            raise ChordInputError(f"invalid wgmma config {self}")
+
+    kernel = "wgmma"
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def block_n(self) -> int:
+        return 64 * self.mt * self.consumers
+
+    @property
+    def stage_bytes(self) -> int:
+        act = (self.bk // 64) * self.block_m * 128
+        weights = (self.block_n // 64) * 4 * (self.bk // 32) * ATOM_BYTES
+        return _align(act + weights, 1024)
+
+    def smem_bytes(self, list_cap: int) -> int:
+        """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
+        header = _align(16 + 12 * self.block_m, 16)
+        epi_tokens = min(self.block_m // 8, 4) * 8
+        epi = self.block_m * 8 + epi_tokens * (self.mt * 128 + 16)
+        offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 64
+        return offset + self.consumers * epi + 4 * list_cap
+
+    def template_args(self) -> str:
+        return f"{self.block_m}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
+
+
+def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8) -> int:
+    """Deepest ring that fits one CTA per SM with room for the routing-block list (0 if none)."""
+    fit = 0
+    for stages in range(2, limit + 1):
+        cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers)
+        if cfg.smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT:
+            fit = stages
+    return fit
+
+
+def _register_a_mma(n: int) -> str:
+    """``chord::wgmma::RegisterA<n>``: one wgmma m64nNk16 with A from registers (n / 2 accumulators)."""
+    acc = n // 2
+    d = ", ".join(f"%{i}" for i in range(acc))
+    a = ", ".join(f"%{acc + i}" for i in range(4))
+    outputs = ", ".join(f'"+f"(d[{i}])' for i in range(acc))
+    return f"""
+namespace chord::wgmma {{
+template <>
+struct RegisterA<{n}> {{
+  __device__ __forceinline__ static void mma(float (&d)[{acc}], uint32_t a0, uint32_t a1, uint32_t a2,
+                                             uint32_t a3, uint64_t desc, int scale_d) {{
+    asm volatile(
+        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{acc + 5}, 0;\\n"
+        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{d}}}, {{{a}}}, %{acc + 4}, p, 1, 1, 0;\\n}}\\n"
+        : {outputs}
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
+  }}
+}};
+}}  // namespace chord::wgmma
+"""
+
+
+_SOURCE = r"""
+#include "chord/common/wgmma.cuh"
+{register_a}
+#include "chord/indexed/wgmma.cuh"
+
+using Cfg = chord::indexed::WgmmaConfig<{template_args}>;
+
+extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) chord_indexed_wgmma(
+    const int32_t* __restrict__ tiles, const __nv_bfloat16* __restrict__ a, __nv_bfloat16* out,
+    const int32_t* __restrict__ sorted_token_ids, const int32_t* __restrict__ expert_ids,
+    const int32_t* __restrict__ num_tokens_post_padded, const float* __restrict__ topk_weights,
+    int32_t* counters, float* partials, int32_t* flags, int n, int k, int num_experts, int num_slots,
+    int top_k, int num_blocks, int list_cap) {{
+  const chord::indexed::DecodeArgs args{{tiles, a, out, sorted_token_ids, expert_ids,
+                                         num_tokens_post_padded, topk_weights, counters, partials,
+                                         flags, n, k, num_experts, num_slots, top_k, num_blocks, list_cap}};
+  chord::indexed::wgmma_kernel<Cfg>(args);
+}}
+"""
+
+
+@functools.cache
+def wgmma_kernel(config: WgmmaConfig) -> CudaKernel:
+    """The JIT kernel of one configuration (sm_90a only: wgmma and setmaxnreg)."""
+    source = _SOURCE.format(register_a=_register_a_mma(config.block_m), template_args=config.template_args())
+    return CudaKernel(name="indexed_wgmma", source=source, entry="chord_indexed_wgmma", arch="sm_90a")
+
+
+def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
+    """Default WGMMA configuration for ``N x K`` with ``block_m``-token routing blocks.
+
+    Measured on the H200 (docs/optimization.md): two 64-channel tiles per consumer warpgroup
+    (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs) with whole
+    256-wide K stages up to 64 tokens; 128-wide stages from 72 to 128 tokens (three stages fit);
+    one tile per warpgroup with 256-wide stages for wider token tiles, where two tiles' accumulators
+    would not fit the registers.
+    """
+    del k  # every Kimi K (256 ... 7168) measured best with the same choice
+    mt = 2 if block_m <= 128 and n > 128 else 1
+    bk = 256 if block_m <= 64 or mt == 1 else 128
+    stages = max_stages(block_m, mt, bk)
+    if stages < 2 and bk == 256:
+        bk = 128
+        stages = max_stages(block_m, mt, bk)
+    if stages < 2:
+        raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
+    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8))

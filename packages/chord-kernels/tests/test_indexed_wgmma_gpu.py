@@ -1,0 +1,109 @@
+"""The indexed WGMMA kernel against the reference on an H200: fresh random data, poisoned outputs,
+ragged routing, every configuration axis (token tile, tiles per warpgroup, stage K, stages,
+consumer warpgroups) and the edges of the packed layout."""
+
+from __future__ import annotations
+
+import dataclasses
+import zlib
+
+import pytest
+import torch
+from test_indexed_gpu import Case, _rel_err, _routing, _weights
+
+import chord_kernels
+from chord_kernels import reference
+from chord_kernels.indexed import gemm
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
+from chord_kernels.routing import align_block_size
+
+pytestmark = pytest.mark.gpu
+REL_TOL = 5e-3
+
+
+@dataclasses.dataclass(frozen=True)
+class WCase:
+    case: Case
+    config: WgmmaConfig | None = None  # None: choose_wgmma_config
+
+
+WCASES = [
+    WCase(Case("ep8_gate_up_bm24", 48, 4096, 7168, 768, 1, block_m=24)),
+    WCase(Case("ep8_down_bm48_weighted", 48, 7168, 2048, 2064, 1, block_m=48, weighted=True)),
+    WCase(Case("ep8_gate_up_bm128", 48, 4096, 7168, 6144, 1, block_m=128)),
+    WCase(Case("tp8_gate_up_bm176", 384, 512, 7168, 2048, 8, block_m=176)),
+    WCase(Case("tp8_down_bm128_weighted", 384, 7168, 256, 8192, 1, block_m=128, weighted=True)),
+    # Odd K groups (3: the tail group, half a 64-K tile), N not a multiple of 64 / 16 / 8.
+    WCase(Case("odd_bm8", 5, 40, 96, 7, 3, block_m=8)),
+    WCase(Case("odd_bm24_weighted", 5, 72, 160, 11, 2, block_m=24, weighted=True)),
+    WCase(Case("n_not_multiple_of_8", 5, 44, 96, 30, 3, block_m=16, weighted=True)),
+    # Partial last N block (N16 = 17: one atom row) and a one-group last K tile (K / 32 = 33).
+    WCase(Case("edges_bk256", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 2, 256, 3)),
+    WCase(Case("edges_bk128", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 1, 128, 4)),
+    WCase(Case("edges_one_consumer", 6, 264, 1056, 40, 2, block_m=40), WgmmaConfig(40, 2, 256, 3, consumers=1)),
+    WCase(Case("m1", 6, 16, 32, 1, 2, block_m=8)),
+    WCase(Case("one_hot_expert_bm64", 4, 200, 512, 300, 1, block_m=64, routing="hot")),
+    WCase(Case("empty_experts_bm56", 8, 136, 448, 90, 2, block_m=56, routing="sparse")),
+    WCase(Case("expert_map_bm96", 16, 192, 640, 200, 4, block_m=96, routing="mapped", weighted=True)),
+    WCase(Case("bm256", 4, 128, 256, 600, 1, block_m=256), WgmmaConfig(256, 1, 128, 2)),
+    WCase(Case("bm128_mt2", 6, 512, 1024, 700, 1, block_m=128), WgmmaConfig(128, 2, 128, 3)),
+    WCase(Case("bm200_stages2", 6, 320, 768, 900, 1, block_m=200, weighted=True), WgmmaConfig(200, 1, 128, 2)),
+]
+
+
+@pytest.mark.parametrize("wcase", WCASES, ids=[w.case.name for w in WCASES])
+def test_wgmma_gemm_matches_reference(wcase: WCase) -> None:
+    case = wcase.case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(case.name.encode()))
+    packed, scales = _weights(case.experts, case.n, case.k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_tp8" if case.name.startswith("tp8") else "h200_ep8")
+    ids, global_e, expert_map = _routing(case, gen)
+    r = align_block_size(ids, case.block_m, global_e, expert_map)
+    a = torch.randn(case.rows, case.k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(case.rows, case.top_k, generator=gen, device="cuda") if case.weighted else None
+    config = wcase.config or choose_wgmma_config(case.n, case.k, case.block_m)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    outs = []
+    for _ in range(2):
+        out = torch.full((case.rows * case.top_k, case.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(a, pw, *args, block_m=case.block_m, top_k=case.top_k, topk_weights=tw, out=out, config=config)
+        outs.append(out)
+    torch.cuda.synchronize()
+    ref = reference.indexed_gemm(a, (packed, scales), *args, block_m=case.block_m, top_k=case.top_k,
+                                 topk_weights=tw)
+    nan_rows = outs[0].isnan().any(dim=1).nonzero().flatten().tolist()
+    assert not nan_rows, f"{len(nan_rows)} output rows never written, e.g. {nan_rows[:8]}"
+    err = _rel_err(outs[0], ref)
+    assert err <= REL_TOL, f"relative error {err:.3e} with {config}"
+    assert torch.equal(outs[0], outs[1]), "repeated runs differ"
+    zero_rows = (ref == 0).all(dim=1)
+    if case.routing == "mapped":
+        assert zero_rows.any()
+        assert (outs[0][zero_rows] == 0).all(), "rows of non-local experts must be zero"
+
+
+def test_wgmma_cuda_graph_capture_and_replay() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    e, n, k, rows, top_k, block_m = 16, 512, 1024, 300, 2, 48
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, block_m, e)
+    a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+    out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
+    config = choose_wgmma_config(n, k, block_m)
+    run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731
+                       block_m=block_m, top_k=top_k, out=out, config=config)
+    run()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    a.copy_(torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16))  # fresh inputs, same buffers
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                                 block_m=block_m, top_k=top_k)
+    assert not out.isnan().any()
+    assert _rel_err(out, ref) <= REL_TOL
