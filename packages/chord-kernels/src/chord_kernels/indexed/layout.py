@@ -46,11 +46,19 @@ ATOM_K = GROUP_SIZE
 """Input channels per atom (one scale group, two mma K steps)."""
 ATOM_WORDS = 72
 """int32 words per atom: 64 of codes, 8 of scale pairs."""
+ATOM_BYTES = 4 * ATOM_WORDS
 TILE_ROWS = 4
 """Atom rows (16 channels each) per tile: 64 channels."""
 TILE_GROUPS = 8
 """Scale groups (32 K each) per tile: 256 K."""
-PROFILES: tuple[str, ...] = ("h200_ep8", "h200_tp8", "b200_ep8", "b300_ep8")
+PROFILE_ARCHS: dict[str, tuple[str, ...]] = {
+    "h200_ep8": ("sm_90a",),
+    "h200_tp8": ("sm_90a",),
+    "b200_ep8": ("sm_100a",),
+    "b300_ep8": ("sm_103a",),
+}
+"""Each profile and the architectures whose kernels and heuristics it was packed for."""
+PROFILES: tuple[str, ...] = tuple(PROFILE_ARCHS)
 """``h200_ep8`` decode, ``h200_tp8`` (shared by decode and the prefill kernel), and the Blackwell
 decode profiles (compile-checked only)."""
 LAYOUT_VERSION = 1
