@@ -81,6 +81,11 @@ class ArgStruct:
         self._by_name = {f.name: f for f in fields}
 
     @property
+    def size(self) -> int:
+        """Bytes of the struct on the host (and, checked at compile time, on the device)."""
+        return ctypes.sizeof(self._host)
+
+    @property
     def qualified_name(self) -> str:
         return f"{self.namespace}::{self.name}"
 
@@ -91,11 +96,10 @@ class ArgStruct:
         for f in self.fields:
             decl = f"{f.ctype} {f.name};"
             members.append(f"  {decl:<{width}}  // {f.doc}" if f.doc else f"  {decl}")
-        size = ctypes.sizeof(self._host)
         return "\n".join([
             f"namespace {self.namespace} {{", f"struct {self.name} {{", *members, "};",
             f"}}  // namespace {self.namespace}",
-            f'static_assert(sizeof({self.qualified_name}) == {size}, "host and device argument structs differ");',
+            f'static_assert(sizeof({self.qualified_name}) == {self.size}, "host and device argument structs differ");',
         ])
 
     def entry(self, name: str, launch_bounds: str, call: str) -> str:
