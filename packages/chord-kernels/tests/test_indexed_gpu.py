@@ -296,7 +296,7 @@ def test_caller_owned_workspace() -> None:
     plan = indexed.plan(pw, block_m=8, capacity=indexed.routing_capacity(args[0], args[1], 8))
     assert plan.config.schedule == "balanced" and plan.workspace_bytes > 0
     ws = indexed.new_workspace(indexed.max_workspace_bytes(pw), a.device)
-    assert ws.numel() >= plan.workspace_bytes
+    assert ws.numel() >= plan.workspace_bytes and ws.dtype == torch.uint8 and not ws.any()
     ws[plan.workspace.partials_offset:].fill_(0xFF)  # scratch needs no initial value
     out = gemm(a, pw, *args, block_m=8, top_k=top_k, workspace=ws)
     again = gemm(a, pw, *args, block_m=8, top_k=top_k)  # the default workspace

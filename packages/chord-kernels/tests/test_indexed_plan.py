@@ -88,12 +88,10 @@ def test_workspace_layout_and_views() -> None:
     layout = WorkspaceLayout(counters=2, flags=5, partials=8)
     assert (layout.zeroed_bytes, layout.partials_offset, layout.nbytes) == (28, 32, 64)
     assert WorkspaceLayout().nbytes == 0 and WorkspaceLayout(counters=2).nbytes == 8
-    ws = new_workspace(64, "cpu")
-    assert ws.dtype == torch.uint8 and not ws.any()
-    views = layout.bind(ws)
-    assert views["counters"].numel() == 2 and views["flags"].numel() == 5 and views["partials"].numel() == 8
-    assert views["flags"].data_ptr() == ws.data_ptr() + 8
-    assert views["partials"].data_ptr() == ws.data_ptr() + 32 and views["partials"].dtype == torch.float32
+    ws = torch.zeros(64, dtype=torch.uint8)
+    base = ws.data_ptr()
+    assert layout.bind(ws) == {"counters": base, "flags": base + 8, "partials": base + 32}
+    assert WorkspaceLayout(flags=3).bind(ws) == {"counters": None, "flags": base, "partials": None}
     assert WorkspaceLayout().bind(None) == {"counters": None, "flags": None, "partials": None}
     with pytest.raises(ChordInputError, match="at least 64 bytes"):
         layout.bind(ws[:40])
@@ -104,6 +102,8 @@ def test_workspace_layout_and_views() -> None:
         check_workspace(ws.view(torch.int32), 16, cpu)
     with pytest.raises(ChordInputError, match="16-byte aligned"):
         check_workspace(ws[4:], 16, cpu)
+    with pytest.raises(ChordInputError, match="nbytes: expected a non-negative integer"):
+        new_workspace(-1)
 
 
 def test_arguments_are_one_field_list() -> None:
@@ -125,6 +125,7 @@ def test_argument_packing_checks_every_value() -> None:
     packed = demo.pack(cpu, p=t, n=-3, x=1.5, u=7)
     assert (packed.p, packed.n, packed.x, packed.u) == (t.data_ptr(), -3, 1.5, 7)
     assert demo.pack(cpu, p=None, n=0, x=0, u=0).p is None  # a null pointer
+    assert demo.pack(cpu, p=0x1000, n=0, x=0, u=0).p == 0x1000  # an address the caller checked
     with pytest.raises(ChordInputError, match=r"missing fields \['u'\]"):
         demo.pack(cpu, p=t, n=1, x=0.0)
     with pytest.raises(ChordInputError, match=r"unknown fields \['m'\]"):
@@ -135,6 +136,8 @@ def test_argument_packing_checks_every_value() -> None:
         demo.pack(cpu, p=t, n=1, x=0.0, u=-1)
     with pytest.raises(ChordInputError, match="Demo.p: expected a tensor on meta"):
         demo.pack(torch.device("meta"), p=t, n=1, x=0.0, u=0)
+    with pytest.raises(ChordInputError, match="Demo.p: expected a tensor, an address or None"):
+        demo.pack(cpu, p=1.5, n=1, x=0.0, u=0)
     with pytest.raises(ChordInputError, match="only pointers"):
         Field("n", "int", restrict=True)
     with pytest.raises(ChordInputError, match="unsupported C\\+\\+ type"):

@@ -11,12 +11,21 @@ import functools
 
 import torch
 
+from chord_kernels.errors import ChordInputError
 from chord_kernels.jit.nvcc import arch_of_capability
 
 SMEM_PER_SM = 233_472
 """Shared memory per SM on H100/H200 and B200/B300 (228 KiB)."""
 SMEM_RESERVED_PER_CTA = 1024
 """The driver reserves 1 KiB of shared memory per resident CTA."""
+
+
+def cuda_device(device: torch.device | str | int | None = None) -> torch.device:
+    """A CUDA device with its index (default: the current device)."""
+    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
+    if dev.type != "cuda":
+        raise ChordInputError(f"device: expected a CUDA device, got {dev}")
+    return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
 def device_index(device: torch.device) -> int:

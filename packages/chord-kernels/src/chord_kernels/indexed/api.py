@@ -15,7 +15,7 @@ import warnings
 import torch
 
 from chord_kernels import hardware
-from chord_kernels.checks import require_tensor
+from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
 from chord_kernels.indexed.args import ARGS
 from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m
@@ -145,11 +145,7 @@ def gemm(
         if topk_weights.numel() != num_slots:
             raise ChordInputError(f"topk_weights: expected {num_slots} weights, got {topk_weights.numel()}")
         weights_flat = topk_weights.reshape(-1).float().contiguous()
-    shape = (num_slots, weight.n)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=device)
-    else:
-        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=device, contiguous=True)
+    out = output_tensor(out, (num_slots, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
     if num_slots == 0:
         return out
     _aligned16("a", a)
@@ -160,10 +156,10 @@ def gemm(
     launch = cached_plan(weight.n, weight.k, block_m, capacity, hardware.num_sms(device.index),
                          hardware.arch(device.index), config)
     stream = torch.cuda.current_stream(device)
-    buffers = launch.workspace.bind(_launch_workspace(launch, weight, device, stream, workspace))
+    workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
         device, tiles=tiles, a=a, out=out, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
-        num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **buffers,
+        num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
         num_blocks=capacity, list_cap=launch.list_cap,
     )
@@ -175,9 +171,7 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
     """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m``, and allocate
     the default workspace of ``device``'s current stream. Call it before CUDA-graph capture, on the
     stream that will capture (or pass ``workspace=`` to ``gemm``)."""
-    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-    if dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
+    dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     check_block_m(block_m)

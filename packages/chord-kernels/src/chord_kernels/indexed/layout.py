@@ -18,10 +18,9 @@ Atoms are grouped into *tiles* of 64 channels x 256 K (4 x 8 atoms, 9216 bytes):
 ``(nt, kt)`` of an expert holds atom rows ``4nt .. 4nt+3`` and scale groups ``8kt .. 8kt+7``,
 ordered ``[row][group]``. Tiles of one 64-channel block follow each other along K, and blocks
 follow each other along N, so the weights of any 64k channels x 256m K range of an expert are
-contiguous runs the kernel fetches with one 1-D bulk async copy each (9 KB or more per copy;
-on the H200 bulk copies of 1152 bytes stream at 3.5 TB/s, of >= 2304 bytes at 4.5 TB/s, see
-docs/optimization.md). Edge tiles are
-narrower (fewer rows when ``ceil(N/16) % 4 != 0``, fewer groups when ``(K/32) % 8 != 0``) and stay
+contiguous runs the kernel fetches with one 1-D bulk async copy each (9 KB or more per copy:
+large copies stream at the memory ceiling, small ones do not; docs/optimization.md, "Why tiles").
+Edge tiles are narrower (fewer rows when ``ceil(N/16) % 4 != 0``, fewer groups when ``(K/32) % 8 != 0``) and stay
 dense: the atom ``(r, g)`` of an expert sits at index ``4 KG nt + rows(nt) 8 kt + (r % 4) w(kt) + g % 8``
 with ``nt = r // 4``, ``kt = g // 8``, ``rows(nt) = min(4, N16 - 4 nt)``, ``w(kt) = min(8, KG - 8 kt)``.
 

@@ -75,8 +75,7 @@ def _device_facts(device: torch.device | str | int | None, num_sms: int | None,
                   arch: str | None) -> tuple[int, str]:
     if num_sms is not None and arch is not None:
         return num_sms, arch
-    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-    index = hardware.device_index(dev)
+    index = hardware.cuda_device(device).index
     return (num_sms if num_sms is not None else hardware.num_sms(index),
             arch if arch is not None else hardware.arch(index))
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from chord_kernels import hardware
 from chord_kernels.checks import require_tensor
 from chord_kernels.errors import ChordInputError
 
@@ -53,19 +54,19 @@ class WorkspaceLayout:
         """Bytes of workspace the launch needs (0: none)."""
         return self.partials_offset + 4 * self.partials if self.partials else self.zeroed_bytes
 
-    def bind(self, workspace: torch.Tensor | None) -> dict[str, torch.Tensor | None]:
-        """The ``counters``, ``flags`` and ``partials`` views of ``workspace`` (None where empty)."""
+    def bind(self, workspace: torch.Tensor | None) -> dict[str, int | None]:
+        """Device addresses of the ``counters``, ``flags`` and ``partials`` regions of a checked
+        ``workspace`` (None where a region is empty)."""
         if self.nbytes == 0:
             return {"counters": None, "flags": None, "partials": None}
         if workspace is None or workspace.numel() < self.nbytes:
             raise ChordInputError(f"workspace: expected at least {self.nbytes} bytes, got "
                                   f"{None if workspace is None else workspace.numel()}")
-        ints = workspace[: self.zeroed_bytes].view(torch.int32)
-        floats = workspace[self.partials_offset: self.nbytes].view(torch.float32)
+        base = workspace.data_ptr()
         return {
-            "counters": ints[: self.counters] if self.counters else None,
-            "flags": ints[self.counters:] if self.flags else None,
-            "partials": floats if self.partials else None,
+            "counters": base if self.counters else None,
+            "flags": base + 4 * self.counters if self.flags else None,
+            "partials": base + self.partials_offset if self.partials else None,
         }
 
 
@@ -76,8 +77,7 @@ def new_workspace(nbytes: int, device: torch.device | str | int | None = None) -
     :func:`~chord_kernels.indexed.max_workspace_bytes`."""
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
         raise ChordInputError(f"nbytes: expected a non-negative integer, got {nbytes!r}")
-    dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
-    return torch.zeros(max(nbytes, _ALIGN), dtype=torch.uint8, device=dev)
+    return torch.zeros(max(nbytes, _ALIGN), dtype=torch.uint8, device=hardware.cuda_device(device))
 
 
 def check_workspace(workspace: torch.Tensor, nbytes: int, device: torch.device) -> torch.Tensor:

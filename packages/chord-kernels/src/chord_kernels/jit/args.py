@@ -111,32 +111,35 @@ class ArgStruct:
                 f"  const {self.qualified_name} args{{{values}}};\n  {call}\n}}\n")
 
     def pack(self, device: torch.device, **values: torch.Tensor | int | float | None) -> ctypes.Structure:
-        """The host value: tensors become device pointers (checked to live on ``device``), None a
-        null pointer, numbers are range-checked for their C type. Every field must be given."""
-        missing = [f.name for f in self.fields if f.name not in values]
-        extra = sorted(set(values) - set(self._by_name))
-        if missing or extra:
-            raise ChordInputError(f"{self.name}: missing fields {missing}, unknown fields {extra}")
-        host = self._host()
-        for name, value in values.items():
-            setattr(host, name, self._host_value(self._by_name[name], value, device))
-        return host
+        """The host value. Every field must be given: a pointer as a tensor on ``device`` (or None
+        for null, or an ``int`` device address the caller vouches for, e.g. into a workspace it
+        checked), a number within its C type's range."""
+        if values.keys() != self._by_name.keys():
+            missing = [f.name for f in self.fields if f.name not in values]
+            raise ChordInputError(f"{self.name}: missing fields {missing}, unknown fields "
+                                  f"{sorted(set(values) - set(self._by_name))}")
+        return self._host(*[self._host_value(f, values[f.name], device) for f in self.fields])
 
     def _host_value(self, field: Field, value: object, device: torch.device) -> int | float:
-        what = f"{self.name}.{field.name}"
         if field.is_pointer:
             if value is None:
                 return 0
-            if not isinstance(value, torch.Tensor):
-                raise ChordInputError(f"{what}: expected a tensor or None, got {type(value).__name__}")
-            if value.device != device:
-                raise ChordInputError(f"{what}: expected a tensor on {device}, got one on {value.device}")
-            return value.data_ptr()
+            if isinstance(value, torch.Tensor):
+                if value.device != device:
+                    raise ChordInputError(f"{self.name}.{field.name}: expected a tensor on {device}, "
+                                          f"got one on {value.device}")
+                return value.data_ptr()
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+            raise ChordInputError(f"{self.name}.{field.name}: expected a tensor, an address or None, "
+                                  f"got {type(value).__name__}")
         if field.ctype == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ChordInputError(f"{what}: expected a number, got {value!r}")
+                raise ChordInputError(f"{self.name}.{field.name}: expected a number, got {value!r}")
             return float(value)
         _, low, high = _SCALARS[field.ctype]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ChordInputError(f"{what}: expected an integer in [{low}, {high}] ({field.ctype}), got {value!r}")
+            raise ChordInputError(
+                f"{self.name}.{field.name}: expected an integer in [{low}, {high}] ({field.ctype}), got {value!r}"
+            )
         return value

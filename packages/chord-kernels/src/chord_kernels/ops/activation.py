@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from chord_kernels.checks import require_tensor
+from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError
 
 
@@ -23,9 +23,6 @@ def silu_and_mul(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.T
     if x.shape[-1] % 2:
         raise ChordInputError(f"x: expected an even last dimension [gate | up], got {x.shape[-1]}")
     shape = (*x.shape[:-1], x.shape[-1] // 2)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=x.device)
-    else:
-        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=x.device)
+    out = output_tensor(out, shape, dtype=torch.bfloat16, device=x.device)
     gate, up = x.float().chunk(2, dim=-1)
     return out.copy_(torch.nn.functional.silu(gate).mul_(up))

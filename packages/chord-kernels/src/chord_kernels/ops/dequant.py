@@ -7,7 +7,7 @@ import functools
 import torch
 
 from chord_kernels import hardware
-from chord_kernels.checks import require_tensor
+from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.formats import GROUP_SIZE, check_quantized
 from chord_kernels.jit import DEFAULT_ARCH, CudaKernel, i64
 
@@ -45,10 +45,7 @@ def dequantize_gpu(
     require_tensor("packed", packed, device="cuda", contiguous=True)
     require_tensor("scales", scales, contiguous=True)
     shape = (*packed.shape[:-1], k)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=packed.device)
-    else:
-        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=packed.device, contiguous=True)
+    out = output_tensor(out, shape, dtype=torch.bfloat16, device=packed.device, contiguous=True)
     num_groups = packed.numel() * 8 // GROUP_SIZE
     if num_groups == 0:
         return out

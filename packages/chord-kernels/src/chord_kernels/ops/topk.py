@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from chord_kernels.checks import require_tensor
+from chord_kernels.checks import output_tensor, require_tensor
 
 
 def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -19,8 +19,5 @@ def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tenso
     """
     require_tensor("x", x, dtype=torch.bfloat16, ndim=3)
     shape = (x.shape[0], x.shape[2])
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=x.device)
-    else:
-        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=x.device)
+    out = output_tensor(out, shape, dtype=torch.bfloat16, device=x.device)
     return out.copy_(x.float().sum(dim=1))
