@@ -177,7 +177,7 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
     check_block_m(block_m)
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
     for cfg in configs_for(weight.n, weight.k, block_m, arch):
-        cfg.kernel().prepare(dev)
+        cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
     reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 

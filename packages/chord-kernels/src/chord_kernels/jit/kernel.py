@@ -105,9 +105,27 @@ class CudaKernel:
             self._functions[index] = fn
             return fn
 
-    def prepare(self, device: torch.device | str | int | None = None) -> None:
-        """Compile and load ahead of time (call before CUDA-graph capture)."""
-        self._function(_as_device(device))
+    def prepare(self, device: torch.device | str | int | None = None, smem: int = 0) -> None:
+        """Compile and load ahead of time, and allow launches with up to ``smem`` bytes of dynamic
+        shared memory (capped at the GPU's limit), so that nothing but the launch itself happens
+        during CUDA-graph capture."""
+        dev = _as_device(device)
+        fn = self._function(dev)
+        if smem > 48 * 1024:
+            from chord_kernels.jit import driver
+
+            self._allow_smem(fn, dev, min(smem, driver.max_dynamic_smem(dev.index)))
+
+    def _allow_smem(self, fn: Any, dev: torch.device, smem: int) -> None:
+        from chord_kernels.jit import driver
+
+        if self._smem_set.get(dev.index, 0) >= smem:
+            return
+        limit = driver.max_dynamic_smem(dev.index)
+        if smem > limit:
+            raise ChordInputError(f"kernel {self.name}: {smem} bytes of shared memory requested, the GPU allows {limit}")
+        driver.set_dynamic_smem(fn, smem)
+        self._smem_set[dev.index] = smem
 
     def launch(
         self,
@@ -151,12 +169,8 @@ class CudaKernel:
                 )
             params.append(ctypes.addressof(values[-1]))
         fn = self._function(dev)
-        if smem > 48 * 1024 and self._smem_set.get(dev.index, 0) < smem:
-            limit = driver.max_dynamic_smem(dev.index)
-            if smem > limit:
-                raise ChordInputError(f"kernel {self.name}: {smem} bytes of shared memory requested, the GPU allows {limit}")
-            driver.set_dynamic_smem(fn, smem)
-            self._smem_set[dev.index] = smem
+        if smem > 48 * 1024:
+            self._allow_smem(fn, dev, smem)
         driver.launch(fn, _dims("grid", grid), _dims("block", block), params, smem,
                       stream or torch.cuda.current_stream(dev))
 
