@@ -10,7 +10,7 @@ from chord_kernels.indexed.api import check_weight, fused_moe, gemm, prepare
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
 from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m, choose_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
-from chord_kernels.indexed.plan import (
+from chord_kernels.indexed.planner import (
     LaunchPlan,
     configs_for,
     default_configs,

@@ -4,7 +4,7 @@
 ``expert_ids`` with -1 for non-local experts, ``num_tokens_post_padded`` on the device): no host
 synchronization and no allocation beyond the output, so it can be captured in a CUDA graph once
 its kernel is loaded (:func:`prepare`, or one eager call before capture). Its chain is
-validate -> :func:`~chord_kernels.indexed.plan.plan` -> workspace -> argument struct -> launch.
+validate -> :func:`~chord_kernels.indexed.planner.plan` -> workspace -> argument struct -> launch.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from chord_kernels.indexed.layout import (
     PROFILE_ARCHS,
     PROFILES,
 )
-from chord_kernels.indexed.plan import (
+from chord_kernels.indexed.planner import (
     KernelConfig,
     LaunchPlan,
     cached_plan,
