@@ -11,7 +11,7 @@ from chord_kernels.ops import dequantize_gpu
 
 pytestmark = pytest.mark.gpu
 
-SHAPES = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (3, 5, 96), (1, 32), (48, 64, 7168)]
+SHAPES = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (3, 5, 96), (1, 32), (48, 64, 7168), (0, 64)]
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))

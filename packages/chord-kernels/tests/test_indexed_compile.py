@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from chord_kernels.errors import NvccNotFoundError
-from chord_kernels.indexed.ops import _SOURCE, default_configs
+from chord_kernels.errors import ChordCompileError, NvccNotFoundError
+from chord_kernels.indexed import DecodeConfig, default_configs
 from chord_kernels.jit import SUPPORTED_ARCHS, CudaKernel, find_nvcc
 
 try:
@@ -26,9 +26,8 @@ pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
 @pytest.mark.parametrize("arch", SUPPORTED_ARCHS)
 def test_default_configs_compile_without_spills(arch: str) -> None:
     assert set(SUPPORTED_ARCHS) >= {"sm_90a", "sm_100a", "sm_103a"}
-    for cfg in default_configs():
-        source = _SOURCE.format(template_args=cfg.template_args(), min_blocks=cfg.ctas_per_sm)
-        kernel = CudaKernel(name="indexed_decode_check", source=source, entry="chord_indexed_decode",
+    for cfg in default_configs(arch):
+        kernel = CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
                             flags=("-Xptxas", "-v"))
         cubin = kernel.compile(arch)
         assert cubin.read_bytes()[:4] == b"\x7fELF"
@@ -37,3 +36,13 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
         assert spills and not any(spills), f"{cfg} on {arch} spills registers:\n{log}"
         regs = int(re.search(r"Used (\d+) registers", log).group(1))
         assert regs * cfg.threads * cfg.ctas_per_sm <= 65536, f"{cfg}: {regs} registers limit occupancy"
+
+
+def test_host_and_device_shared_memory_plans_must_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host formula that drifts from decode_config.cuh fails to compile, never launches."""
+    cfg = DecodeConfig(block_m=8, warps=4, mt=1, stages=2, ctas_per_sm=4)
+    smem = DecodeConfig.smem_bytes
+    monkeypatch.setattr(DecodeConfig, "smem_bytes", lambda self, list_cap: smem(self, list_cap) + 16)
+    kernel = CudaKernel(name="indexed_decode_drift", source=cfg.source(), entry=cfg.kernel().entry)
+    with pytest.raises(ChordCompileError, match="shared-memory plans differ"):
+        kernel.compile("sm_90a")

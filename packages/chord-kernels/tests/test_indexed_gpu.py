@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 import zlib
 
 import pytest
 import torch
 
 import chord_kernels
-from chord_kernels import reference
-from chord_kernels.errors import ChordInputError, ChordLayoutError
+from chord_kernels import indexed, reference
+from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
+from chord_kernels.formats import random_quantized
 from chord_kernels.indexed import choose_config, fused_moe, gemm
 from chord_kernels.routing import align_block_size
 
@@ -19,11 +21,8 @@ REL_TOL = 5e-3
 
 
 def _weights(e: int, n: int, k: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Uniform random codes (whole int32 words) and scales in [0.5, 1.5] * 0.02, on the GPU."""
-    words = torch.randint(0, 1 << 32, (e, n, k // 8), generator=gen, device="cuda", dtype=torch.int64)
-    packed = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
-    scales = ((torch.rand(e, n, k // 32, generator=gen, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
-    return packed, scales
+    """Uniform random codes and scales in [0.5, 1.5] * 0.02, on the GPU."""
+    return random_quantized(e, n, k, generator=gen, device="cuda")
 
 
 def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -253,3 +252,107 @@ def test_errors_name_the_problem() -> None:
         gemm(a, pw, *args, block_m=8, top_k=1, out=torch.empty(4, 8, dtype=torch.bfloat16, device="cuda"))
     with pytest.raises(ChordInputError, match="block_m"):
         gemm(a, pw, *args, block_m=12, top_k=1)
+
+
+@pytest.mark.parametrize("m", [0, 1])
+def test_empty_and_single_token_batches(m: int) -> None:
+    """vLLM calls idle ranks with no tokens: every indexed op returns an empty result, no error."""
+    gen = torch.Generator(device="cuda").manual_seed(31 + m)
+    e, hidden_size, inter, top_k = 8, 256, 64, 2
+    w13, w2 = _weights(e, 2 * inter, hidden_size, gen), _weights(e, hidden_size, inter, gen)
+    p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
+    p2 = chord_kernels.pack("indexed", *w2, profile="h200_ep8")
+    hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
+    ids = torch.rand(m, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    r = align_block_size(ids, 8, e)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    out = gemm(hidden, p13, *args, block_m=8, top_k=top_k)
+    assert out.shape == (m * top_k, 2 * inter)
+    ref = reference.indexed_gemm(hidden, w13, *args, block_m=8, top_k=top_k)
+    assert torch.equal(out, ref) if m == 0 else _rel_err(out, ref) <= REL_TOL
+    layer = fused_moe(hidden, p13, p2, weights, ids)
+    assert layer.shape == (m, hidden_size) and layer.dtype == torch.bfloat16
+    if m:
+        assert _rel_err(layer, reference.moe_layer(hidden, w13, w2, weights, ids)) <= REL_TOL
+
+
+def _split_case(gen: torch.Generator):
+    """A balanced-schedule GEMM whose items are split over CTAs (partials and arrival counters)."""
+    e, n, k, rows, top_k = 8, 256, 2048, 12, 2
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, 8, e)
+    a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+    args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    ref = reference.indexed_gemm(a, (packed, scales), *args, block_m=8, top_k=top_k)
+    return pw, a, args, top_k, ref
+
+
+def test_caller_owned_workspace() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(41)
+    pw, a, args, top_k, ref = _split_case(gen)
+    plan = indexed.plan(pw, block_m=8, capacity=indexed.routing_capacity(args[0], args[1], 8))
+    assert plan.config.schedule == "balanced" and plan.workspace_bytes > 0
+    ws = indexed.new_workspace(indexed.max_workspace_bytes(pw), a.device)
+    assert ws.numel() >= plan.workspace_bytes and ws.dtype == torch.uint8 and not ws.any()
+    ws[plan.workspace.partials_offset:].fill_(0xFF)  # scratch needs no initial value
+    out = gemm(a, pw, *args, block_m=8, top_k=top_k, workspace=ws)
+    again = gemm(a, pw, *args, block_m=8, top_k=top_k)  # the default workspace
+    torch.cuda.synchronize()
+    assert _rel_err(out, ref) <= REL_TOL and torch.equal(out, again)
+    assert not ws[: plan.workspace.zeroed_bytes].any(), "every launch leaves its counters zero"
+    with pytest.raises(ChordInputError, match="workspace: expected at least"):
+        gemm(a, pw, *args, block_m=8, top_k=top_k, workspace=ws[:16])
+    with pytest.raises(ChordInputError, match="workspace: expected a tensor on cuda"):
+        gemm(a, pw, *args, block_m=8, top_k=top_k, workspace=ws.cpu())
+
+
+def test_two_streams_in_flight_use_two_workspaces() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(43)
+    pw, a, args, top_k, ref = _split_case(gen)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    outs = [[torch.full_like(ref, float("nan")) for _ in range(20)] for _ in streams]
+    torch.cuda.synchronize()
+    for i in range(20):  # both streams' launches overlap; each stream has its own default workspace
+        for s, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                gemm(a, pw, *args, block_m=8, top_k=top_k, out=outs[s][i])
+    torch.cuda.synchronize()
+    for per_stream in outs:
+        for out in per_stream:
+            assert torch.equal(out, per_stream[0])
+    assert _rel_err(outs[0][0], ref) <= REL_TOL
+    from chord_kernels.indexed import workspace
+
+    keys = {(a.device.index, s.cuda_stream) for s in streams}
+    assert keys <= set(workspace._DEFAULTS)
+    assert len({workspace._DEFAULTS[key].data_ptr() for key in keys}) == 2
+
+
+def test_capture_uses_the_prepared_workspace_of_its_stream() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(47)
+    pw, a, args, top_k, ref = _split_case(gen)
+    out = torch.empty_like(ref)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        indexed.prepare(pw, 8, a.device)
+        graph = torch.cuda.CUDAGraph()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ChordPerformanceWarning)  # no memset fallback
+            with torch.cuda.graph(graph, stream=stream):
+                gemm(a, pw, *args, block_m=8, top_k=top_k, out=out)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert _rel_err(out, ref) <= REL_TOL
+    # Captured on a stream nothing prepared: correct too, through a graph-owned workspace, with a warning.
+    other = torch.cuda.CUDAGraph()
+    with pytest.warns(ChordPerformanceWarning, match="workspace="), torch.cuda.graph(other):
+        gemm(a, pw, *args, block_m=8, top_k=top_k, out=out)
+    out.fill_(float("nan"))
+    other.replay()
+    torch.cuda.synchronize()
+    assert _rel_err(out, ref) <= REL_TOL

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import chord_kernels
-from chord_kernels import formats
+from chord_kernels import formats, hardware
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordUnsupportedError
 from chord_kernels.indexed import heuristics
 from chord_kernels.indexed.layout import ATOM_WORDS, PROFILES, atom_positions
@@ -200,7 +200,7 @@ def test_default_configs_fit_shared_memory(block_m: int, n: int, k: int) -> None
     assert cfg.stages >= 2
     # Room for the compacted block list of a decode batch (Kimi TP8 decode160: 496 blocks).
     assert cfg.smem_bytes(512) <= cfg.per_cta_budget()
-    assert cfg.ctas_per_sm * (cfg.smem_bytes(512) + heuristics.SMEM_RESERVED_PER_CTA) <= heuristics.SMEM_PER_SM
+    assert cfg.ctas_per_sm * (cfg.smem_bytes(512) + hardware.SMEM_RESERVED_PER_CTA) <= hardware.SMEM_PER_SM
 
 
 @pytest.mark.parametrize(("n", "k", "slots", "experts", "schedule"), [
@@ -212,7 +212,7 @@ def test_default_configs_fit_shared_memory(block_m: int, n: int, k: int) -> None
 def test_choose_schedule_by_items_per_cta(n: int, k: int, slots: int, experts: int, schedule: str) -> None:
     cfg = heuristics.choose_config(n, k, 8)
     blocks = (slots + experts * 7) // 8  # what align_block_size's tensors can hold
-    chosen = heuristics.choose_schedule(cfg, blocks * heuristics.ntiles(n, cfg), num_sms=132)
+    chosen = heuristics.choose_schedule(cfg, blocks * cfg.ntiles(n), num_sms=132)
     assert chosen.schedule == schedule
     assert chosen == dataclasses.replace(cfg, schedule=schedule)
     general = heuristics.general_config(8)  # not balanced: left alone

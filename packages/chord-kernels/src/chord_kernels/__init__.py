@@ -7,24 +7,25 @@ and PyTorch; CUDA device code is compiled on first use (or ahead of time with
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from chord_kernels import formats, indexed, reference, routing
+from chord_kernels import formats, indexed, ops, reference, routing
 from chord_kernels.errors import (
     ChordCompileError,
     ChordError,
     ChordInputError,
     ChordLayoutError,
+    ChordPerformanceWarning,
     ChordUnsupportedError,
     NvccNotFoundError,
 )
 from chord_kernels.packed import PackedWeight, available_layouts, pack, unpack
+from chord_kernels.version import __version__
 
 __all__ = [
     "ChordCompileError",
     "ChordError",
     "ChordInputError",
     "ChordLayoutError",
+    "ChordPerformanceWarning",
     "ChordUnsupportedError",
     "NvccNotFoundError",
     "PackedWeight",
@@ -32,6 +33,7 @@ __all__ = [
     "available_layouts",
     "formats",
     "indexed",
+    "ops",
     "pack",
     "reference",
     "routing",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from chord_kernels import __version__
 from chord_kernels.errors import ChordError
+from chord_kernels.version import __version__
 
 
 def _info() -> int:
@@ -33,7 +33,7 @@ def _info() -> int:
 
 
 def _precompile(archs: list[str], families: list[str] | None) -> int:
-    from chord_kernels.jit import precompile
+    from chord_kernels.families import precompile
 
     paths = precompile(archs, families)
     print(f"{len(paths)} cubins ready for {', '.join(archs)}")
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     pre = sub.add_parser("precompile", help="compile every kernel config into the JIT cache")
     pre.add_argument("--arch", action="append", choices=SUPPORTED_ARCHS,
                      help=f"target architecture (repeatable; default {DEFAULT_ARCH})")
-    pre.add_argument("--family", action="append", help="only these op families (repeatable)")
+    pre.add_argument("--family", action="append", help="only these kernel families (repeatable; see chord_kernels.families)")
     args = parser.parse_args(argv)
     try:
         if args.command == "info":

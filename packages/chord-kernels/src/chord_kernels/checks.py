@@ -64,6 +64,20 @@ def require_tensor(
     return value
 
 
+def output_tensor(
+    out: torch.Tensor | None,
+    shape: Sequence[int],
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    contiguous: bool = False,
+) -> torch.Tensor:
+    """``out`` once checked to be a ``dtype`` tensor of ``shape`` on ``device``, or a new empty one."""
+    if out is None:
+        return torch.empty(tuple(shape), dtype=dtype, device=device)
+    return require_tensor("out", out, dtype=dtype, shape=shape, device=device, contiguous=contiguous)
+
+
 def require_same_device(**tensors: torch.Tensor) -> torch.device:
     """All tensors must live on one device; returns it."""
     devices = {name: t.device for name, t in tensors.items()}

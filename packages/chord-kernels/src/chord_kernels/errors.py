@@ -25,3 +25,7 @@ class ChordCompileError(ChordError, RuntimeError):
 
 class ChordUnsupportedError(ChordError, NotImplementedError):
     """The request is well formed but no Chord kernel implements it (GPU arch, scheme, layout)."""
+
+
+class ChordPerformanceWarning(UserWarning):
+    """A call works but takes a slower path than it needs to; the message says how to avoid it."""

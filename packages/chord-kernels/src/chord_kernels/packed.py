@@ -17,6 +17,7 @@ import torch
 
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordUnsupportedError
 from chord_kernels.formats import GROUP_SIZE, check_quantized
+from chord_kernels.version import __version__
 
 METADATA_PREFIX = "chord."
 
@@ -150,15 +151,14 @@ def register_layout(layout: Layout) -> Layout:
 
 def available_layouts() -> dict[str, Layout]:
     """Registered layouts by name."""
-    from chord_kernels import layouts  # noqa: F401  (importing registers the built-in layouts)
+    from chord_kernels.families import load_layouts
 
+    load_layouts()
     return dict(_LAYOUTS)
 
 
 def get_layout(name: str) -> Layout:
     """The layout registered under ``name``; a clear error names what this version supports."""
-    from chord_kernels import __version__
-
     layouts = available_layouts()
     if name not in layouts:
         raise ChordUnsupportedError(

@@ -156,4 +156,4 @@ def moe_layer(
     gate_up = indexed_gemm(hidden, w13_full, *args, block_m=block_m, top_k=top_k)
     act = silu_and_mul(gate_up)
     down = indexed_gemm(act, w2_full, *args, block_m=block_m, top_k=1, topk_weights=topk_weights)
-    return down.reshape(hidden.shape[0], top_k, -1).float().sum(dim=1).to(torch.bfloat16)
+    return down.reshape(hidden.shape[0], top_k, down.shape[1]).float().sum(dim=1).to(torch.bfloat16)

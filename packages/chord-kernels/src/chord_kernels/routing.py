@@ -118,6 +118,14 @@ def _local_ids(topk_ids: torch.Tensor, num_experts: int, expert_map: torch.Tenso
     return local[flat], num_local
 
 
+def _gather_rows(hidden: torch.Tensor, row_slots: torch.Tensor, top_k: int) -> torch.Tensor:
+    """``hidden`` row ``slot // top_k`` for every entry of ``row_slots``; zero where it is -1."""
+    if hidden.shape[0] == 0:  # no tokens: every row is padding (and there is no row 0 to read)
+        return hidden.new_zeros((*row_slots.shape, hidden.shape[-1]))
+    rows = hidden[row_slots.clamp_min(0) // top_k]
+    return torch.where((row_slots >= 0).unsqueeze(-1), rows, 0).to(hidden.dtype)
+
+
 @dataclass(frozen=True)
 class ContiguousRouting:
     """Grouped contiguous layout: each local expert's rows padded to ``alignment`` rows.
@@ -134,8 +142,7 @@ class ContiguousRouting:
 
     def gather(self, hidden: torch.Tensor) -> torch.Tensor:
         """Activations in the contiguous layout; padding rows are zero."""
-        rows = self.row_slots.clamp_min(0) // self.top_k
-        return torch.where((self.row_slots >= 0).unsqueeze(1), hidden[rows], 0).to(hidden.dtype)
+        return _gather_rows(hidden, self.row_slots, self.top_k)
 
 
 def contiguous_layout(
@@ -187,8 +194,7 @@ class MaskedRouting:
 
     def gather(self, hidden: torch.Tensor) -> torch.Tensor:
         """Activations ``[G, max_m, K]``; rows past ``masked_m`` are zero."""
-        rows = self.row_slots.clamp_min(0) // self.top_k
-        return torch.where((self.row_slots >= 0).unsqueeze(-1), hidden[rows], 0).to(hidden.dtype)
+        return _gather_rows(hidden, self.row_slots, self.top_k)
 
 
 def masked_layout(

@@ -1,22 +1,47 @@
-"""Indexed W4A16 MoE kernels (vLLM routing): the decode kernel and its packed layout.
+"""The indexed family: W4A16 MoE GEMMs on vLLM routing tensors, and their packed layout.
 
-``chord_kernels.pack("indexed", packed, scales, profile=...)`` builds the weight;
-:func:`gemm` runs one GEMM from ``moe_align_block_size`` tensors; :func:`fused_moe` a whole layer.
+``chord_kernels.pack("indexed", packed, scales, profile=...)`` builds the weight; :func:`gemm`
+runs one GEMM from ``moe_align_block_size`` tensors (planned by :func:`plan`, launched with a
+caller-owned or a default workspace); :func:`fused_moe` runs a whole layer. docs/architecture.md
+describes how the modules fit together.
 """
 
-from chord_kernels.indexed.heuristics import DecodeConfig, choose_block_m, choose_config
+from chord_kernels.indexed.api import check_weight, fused_moe, gemm, prepare
+from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
+from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m, choose_config
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
-from chord_kernels.indexed.ops import check_weight, decode_kernel, fused_moe, gemm, prepare
+from chord_kernels.indexed.planner import (
+    LaunchPlan,
+    configs_for,
+    default_configs,
+    kernels,
+    max_workspace_bytes,
+    plan,
+    routing_capacity,
+)
+from chord_kernels.indexed.workspace import new_workspace
 
 __all__ = [
+    "BLOCK_MS",
     "PROFILES",
     "DecodeConfig",
     "IndexedLayout",
+    "LaunchPlan",
+    "WgmmaConfig",
     "check_weight",
     "choose_block_m",
     "choose_config",
+    "choose_wgmma_config",
+    "configs_for",
     "decode_kernel",
+    "default_configs",
     "fused_moe",
     "gemm",
+    "kernels",
+    "max_workspace_bytes",
+    "new_workspace",
+    "plan",
     "prepare",
+    "routing_capacity",
 ]

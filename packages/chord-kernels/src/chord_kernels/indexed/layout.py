@@ -18,10 +18,9 @@ Atoms are grouped into *tiles* of 64 channels x 256 K (4 x 8 atoms, 9216 bytes):
 ``(nt, kt)`` of an expert holds atom rows ``4nt .. 4nt+3`` and scale groups ``8kt .. 8kt+7``,
 ordered ``[row][group]``. Tiles of one 64-channel block follow each other along K, and blocks
 follow each other along N, so the weights of any 64k channels x 256m K range of an expert are
-contiguous runs the kernel fetches with one 1-D bulk async copy each (9 KB or more per copy;
-on the H200 bulk copies of 1152 bytes stream at 3.5 TB/s, of >= 2304 bytes at 4.5 TB/s, see
-docs/optimization.md). Edge tiles are
-narrower (fewer rows when ``ceil(N/16) % 4 != 0``, fewer groups when ``(K/32) % 8 != 0``) and stay
+contiguous runs the kernel fetches with one 1-D bulk async copy each (9 KB or more per copy:
+large copies stream at the memory ceiling, small ones do not; docs/optimization.md, "Why tiles").
+Edge tiles are narrower (fewer rows when ``ceil(N/16) % 4 != 0``, fewer groups when ``(K/32) % 8 != 0``) and stay
 dense: the atom ``(r, g)`` of an expert sits at index ``4 KG nt + rows(nt) 8 kt + (r % 4) w(kt) + g % 8``
 with ``nt = r // 4``, ``kt = g // 8``, ``rows(nt) = min(4, N16 - 4 nt)``, ``w(kt) = min(8, KG - 8 kt)``.
 
@@ -46,11 +45,19 @@ ATOM_K = GROUP_SIZE
 """Input channels per atom (one scale group, two mma K steps)."""
 ATOM_WORDS = 72
 """int32 words per atom: 64 of codes, 8 of scale pairs."""
+ATOM_BYTES = 4 * ATOM_WORDS
 TILE_ROWS = 4
 """Atom rows (16 channels each) per tile: 64 channels."""
 TILE_GROUPS = 8
 """Scale groups (32 K each) per tile: 256 K."""
-PROFILES: tuple[str, ...] = ("h200_ep8", "h200_tp8", "b200_ep8", "b300_ep8")
+PROFILE_ARCHS: dict[str, tuple[str, ...]] = {
+    "h200_ep8": ("sm_90a",),
+    "h200_tp8": ("sm_90a",),
+    "b200_ep8": ("sm_100a",),
+    "b300_ep8": ("sm_103a",),
+}
+"""Each profile and the architectures whose kernels and heuristics it was packed for."""
+PROFILES: tuple[str, ...] = tuple(PROFILE_ARCHS)
 """``h200_ep8`` decode, ``h200_tp8`` (shared by decode and the prefill kernel), and the Blackwell
 decode profiles (compile-checked only)."""
 LAYOUT_VERSION = 2

@@ -1,20 +1,30 @@
-"""The indexed WGMMA kernel (sm_90a): configuration, generated source and launch.
+"""The indexed WGMMA kernel (sm_90a, ``include/chord/indexed/wgmma.cuh``): its configuration and
+its generated source.
 
-Same routing contract and packed layout as the decode kernel; the token block is the wgmma N
-dimension, so ``block_m`` may be any multiple of 8 up to 256 (include/chord/indexed/wgmma.cuh).
+Same routing contract, arguments and packed layout as the decode kernel; the token block is the
+wgmma N dimension, so ``block_m`` may be any multiple of 8 up to 256. As for the decode kernel,
+the host's shared-memory size and thread count are checked against the device's by
+``static_assert``\ s in the generated source.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 from chord_kernels.errors import ChordInputError
+from chord_kernels.hardware import SMEM_PER_SM, SMEM_RESERVED_PER_CTA
+from chord_kernels.indexed.args import ARGS, prelude
+from chord_kernels.indexed.layout import ATOM_BYTES, ATOM_K, ATOM_N
+from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import CudaKernel
 
-ATOM_BYTES = 288
-SMEM_LIMIT = 232_448
-"""Dynamic shared memory one CTA may use on the H200 (227 KiB)."""
+ARCH = "sm_90a"
+"""wgmma and setmaxnreg exist on sm_90a only."""
+ENTRY = "chord_indexed_wgmma"
+SMEM_LIMIT = SMEM_PER_SM - SMEM_RESERVED_PER_CTA
+"""Dynamic shared memory of the one CTA per SM."""
 LIST_RESERVE = 4096
 """Shared bytes kept for the compacted routing-block list when sizing stages."""
 
@@ -44,10 +54,11 @@ class WgmmaConfig:
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
-    kernel = "wgmma"
+    ctas_per_sm = 1
 
     @property
     def threads(self) -> int:
+        """Consumer warpgroups plus the producer warpgroup."""
         return 128 * (self.consumers + 1)
 
     @property
@@ -57,7 +68,7 @@ class WgmmaConfig:
     @property
     def stage_bytes(self) -> int:
         act = (self.bk // 64) * self.block_m * 128
-        weights = (self.block_n // 64) * 4 * (self.bk // 32) * ATOM_BYTES
+        weights = self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
         return _align(act + weights, 1024)
 
     def smem_bytes(self, list_cap: int) -> int:
@@ -68,8 +79,31 @@ class WgmmaConfig:
         offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 64
         return offset + self.consumers * epi + 4 * list_cap
 
+    def per_cta_budget(self) -> int:
+        return SMEM_LIMIT
+
+    def ntiles(self, n: int) -> int:
+        """N tiles of a GEMM with ``n`` output channels (work items per routing block)."""
+        return math.ceil(math.ceil(n / ATOM_N) / (self.block_n // ATOM_N))
+
+    def workspace(self, grid: int) -> WorkspaceLayout:
+        """None: whole items, a strided schedule."""
+        del grid
+        return WorkspaceLayout()
+
     def template_args(self) -> str:
         return f"{self.block_m}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
+
+    def source(self) -> str:
+        """The complete translation unit of this configuration."""
+        entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);")
+        return _SOURCE.format(
+            prelude=prelude(), register_a=_register_a_mma(self.block_m), template_args=self.template_args(),
+            threads=self.threads, smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
+        ) + entry
+
+    def kernel(self) -> CudaKernel:
+        return wgmma_kernel(self)
 
 
 def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8) -> int:
@@ -105,32 +139,23 @@ struct RegisterA<{n}> {{
 """
 
 
-_SOURCE = r"""
+_SOURCE = r"""{prelude}
 #include "chord/common/wgmma.cuh"
 {register_a}
 #include "chord/indexed/wgmma.cuh"
 
 using Cfg = chord::indexed::WgmmaConfig<{template_args}>;
+static_assert(Cfg::kThreads == {threads}, "host and device thread counts differ");
+static_assert(Cfg::smem_bytes(0) == {smem0} && Cfg::smem_bytes(1) == {smem1},
+              "host and device shared-memory plans differ (chord_kernels/indexed/wgmma.py smem_bytes)");
 
-extern "C" __global__ void __launch_bounds__(Cfg::kThreads, 1) chord_indexed_wgmma(
-    const int32_t* __restrict__ tiles, const __nv_bfloat16* __restrict__ a, __nv_bfloat16* out,
-    const int32_t* __restrict__ sorted_token_ids, const int32_t* __restrict__ expert_ids,
-    const int32_t* __restrict__ num_tokens_post_padded, const float* __restrict__ topk_weights,
-    int32_t* counters, float* partials, int32_t* flags, int n, int k, int num_experts, int num_slots,
-    int top_k, int num_blocks, int list_cap) {{
-  const chord::indexed::DecodeArgs args{{tiles, a, out, sorted_token_ids, expert_ids,
-                                         num_tokens_post_padded, topk_weights, counters, partials,
-                                         flags, n, k, num_experts, num_slots, top_k, num_blocks, list_cap}};
-  chord::indexed::wgmma_kernel<Cfg>(args);
-}}
 """
 
 
 @functools.cache
 def wgmma_kernel(config: WgmmaConfig) -> CudaKernel:
     """The JIT kernel of one configuration (sm_90a only: wgmma and setmaxnreg)."""
-    source = _SOURCE.format(register_a=_register_a_mma(config.block_m), template_args=config.template_args())
-    return CudaKernel(name="indexed_wgmma", source=source, entry="chord_indexed_wgmma", arch="sm_90a")
+    return CudaKernel(name="indexed_wgmma", source=config.source(), entry=ENTRY, arch=ARCH)
 
 
 def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:

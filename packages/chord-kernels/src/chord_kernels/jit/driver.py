@@ -85,13 +85,14 @@ def launch(
     function: Any,
     grid: tuple[int, int, int],
     block: tuple[int, int, int],
-    params: list[ctypes._SimpleCData],
+    params: list[int],
     smem: int,
     stream: torch.cuda.Stream,
 ) -> None:
-    """``cuLaunchKernel`` with a ``void**`` built from ctypes values (kept alive for the call)."""
+    """``cuLaunchKernel`` with a ``void**`` of the parameter values' addresses (the caller keeps
+    the values alive for the call)."""
     drv = _driver()
-    pointers = (ctypes.c_void_p * len(params))(*[ctypes.addressof(p) for p in params])
+    pointers = (ctypes.c_void_p * len(params))(*params)
     check(
         drv.cuLaunchKernel(
             function, *grid, *block, smem, drv.CUstream(stream.cuda_stream),

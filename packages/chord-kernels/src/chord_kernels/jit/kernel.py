@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,8 +46,10 @@ def f32(value: float) -> KernelArg:
     return KernelArg(float(value), ctypes.c_float)
 
 
-Arg = torch.Tensor | KernelArg | None
-"""A tensor (passed as its device pointer), a typed scalar, or None (a null pointer)."""
+Arg = torch.Tensor | KernelArg | ctypes.Structure | None
+"""A tensor (passed as its device pointer), a typed scalar, None (a null pointer), or a ctypes
+struct whose fields are consecutive kernel parameters (built by
+:meth:`chord_kernels.jit.args.ArgStruct.pack`)."""
 
 
 def _dims(name: str, dims: Sequence[int]) -> tuple[int, int, int]:
@@ -103,9 +105,27 @@ class CudaKernel:
             self._functions[index] = fn
             return fn
 
-    def prepare(self, device: torch.device | str | int | None = None) -> None:
-        """Compile and load ahead of time (call before CUDA-graph capture)."""
-        self._function(_as_device(device))
+    def prepare(self, device: torch.device | str | int | None = None, smem: int = 0) -> None:
+        """Compile and load ahead of time, and allow launches with up to ``smem`` bytes of dynamic
+        shared memory (capped at the GPU's limit), so that nothing but the launch itself happens
+        during CUDA-graph capture."""
+        dev = _as_device(device)
+        fn = self._function(dev)
+        if smem > 48 * 1024:
+            from chord_kernels.jit import driver
+
+            self._allow_smem(fn, dev, min(smem, driver.max_dynamic_smem(dev.index)))
+
+    def _allow_smem(self, fn: Any, dev: torch.device, smem: int) -> None:
+        from chord_kernels.jit import driver
+
+        if self._smem_set.get(dev.index, 0) >= smem:
+            return
+        limit = driver.max_dynamic_smem(dev.index)
+        if smem > limit:
+            raise ChordInputError(f"kernel {self.name}: {smem} bytes of shared memory requested, the GPU allows {limit}")
+        driver.set_dynamic_smem(fn, smem)
+        self._smem_set[dev.index] = smem
 
     def launch(
         self,
@@ -116,7 +136,9 @@ class CudaKernel:
         stream: torch.cuda.Stream | None = None,
         device: torch.device | None = None,
     ) -> None:
-        """Launch on ``stream`` (default: torch's current stream of the tensors' device)."""
+        """Launch on ``stream`` (default: torch's current stream of the device). ``device``
+        defaults to that of the first tensor argument (give it when the arguments are a struct,
+        whose pointers :meth:`~chord_kernels.jit.args.ArgStruct.pack` checked already)."""
         from chord_kernels.jit import driver
 
         args = list(args)
@@ -126,27 +148,29 @@ class CudaKernel:
             raise ChordInputError(f"kernel {self.name}: expected CUDA tensors, got tensors on {dev}")
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
-        params: list[ctypes._SimpleCData] = []
+        values: list[ctypes._SimpleCData | ctypes.Structure] = []  # kept alive until the launch
+        params: list[int] = []  # the address of each kernel parameter's value
         for position, arg in enumerate(args):
+            if isinstance(arg, ctypes.Structure):
+                values.append(arg)
+                params.extend(ctypes.addressof(arg) + getattr(type(arg), name).offset for name, _ in arg._fields_)
+                continue
             if isinstance(arg, torch.Tensor):
                 driver.require_cuda_device(arg, dev, f"kernel {self.name} argument {position}")
-                params.append(ctypes.c_void_p(arg.data_ptr()))
+                values.append(ctypes.c_void_p(arg.data_ptr()))
             elif isinstance(arg, KernelArg):
-                params.append(arg.as_ctype())
+                values.append(arg.as_ctype())
             elif arg is None:
-                params.append(ctypes.c_void_p(0))
+                values.append(ctypes.c_void_p(0))
             else:
                 raise ChordInputError(
-                    f"kernel {self.name} argument {position}: expected a tensor, None or a typed "
-                    f"scalar (chord_kernels.jit.i32/u32/i64/f32), got {type(arg).__name__}"
+                    f"kernel {self.name} argument {position}: expected a tensor, None, a struct or a "
+                    f"typed scalar (chord_kernels.jit.i32/u32/i64/f32), got {type(arg).__name__}"
                 )
+            params.append(ctypes.addressof(values[-1]))
         fn = self._function(dev)
-        if smem > 48 * 1024 and self._smem_set.get(dev.index, 0) < smem:
-            limit = driver.max_dynamic_smem(dev.index)
-            if smem > limit:
-                raise ChordInputError(f"kernel {self.name}: {smem} bytes of shared memory requested, the GPU allows {limit}")
-            driver.set_dynamic_smem(fn, smem)
-            self._smem_set[dev.index] = smem
+        if smem > 48 * 1024:
+            self._allow_smem(fn, dev, smem)
         driver.launch(fn, _dims("grid", grid), _dims("block", block), params, smem,
                       stream or torch.cuda.current_stream(dev))
 
@@ -158,28 +182,3 @@ def _as_device(device: torch.device | str | int | None) -> torch.device:
     if dev.type != "cuda":
         raise ChordInputError(f"device: expected a CUDA device, got {dev}")
     return dev
-
-
-_PRECOMPILE: dict[str, Callable[[], Iterable[CudaKernel]]] = {}
-
-
-def register_precompile(name: str, configs: Callable[[], Iterable[CudaKernel]]) -> None:
-    """Declare the kernels an op family instantiates, so ``precompile`` can warm the cache."""
-    _PRECOMPILE[name] = configs
-
-
-def precompile(archs: Sequence[str] = (nvcc.DEFAULT_ARCH,), families: Sequence[str] | None = None) -> list[Path]:
-    """Compile every registered kernel config for ``archs``; returns the cubin paths."""
-    from chord_kernels import indexed, ops  # noqa: F401  (importing registers the op families)
-
-    unknown = set(families or ()) - set(_PRECOMPILE)
-    if unknown:
-        raise ChordInputError(f"families: unknown {sorted(unknown)}; registered: {sorted(_PRECOMPILE)}")
-    paths = []
-    for family, configs in sorted(_PRECOMPILE.items()):
-        if families and family not in families:
-            continue
-        for kernel in configs():
-            for arch in archs:
-                paths.append(kernel.compile(arch))
-    return paths

@@ -1,5 +1,7 @@
-"""GPU operations built on the JIT runtime. Importing registers their kernels for precompile."""
+"""Operations around the GEMMs: GPU dequantization, SiLU-and-mul and the top-k sum."""
 
+from chord_kernels.ops.activation import silu_and_mul
 from chord_kernels.ops.dequant import dequantize_gpu
+from chord_kernels.ops.topk import topk_sum
 
-__all__ = ["dequantize_gpu"]
+__all__ = ["dequantize_gpu", "silu_and_mul", "topk_sum"]

@@ -6,14 +6,15 @@ import functools
 
 import torch
 
-from chord_kernels.checks import require_tensor
+from chord_kernels import hardware
+from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.formats import GROUP_SIZE, check_quantized
-from chord_kernels.jit import CudaKernel, i64, register_precompile
+from chord_kernels.jit import DEFAULT_ARCH, CudaKernel, i64
 
 _THREADS = 256
 
 _SOURCE = r"""
-#include "chord/impls/dequant_int4.cuh"
+#include "chord/ops/dequant_int4.cuh"
 
 extern "C" __global__ void __launch_bounds__(256) chord_dequant_int4(
     const uint4* __restrict__ packed, const uint16_t* __restrict__ scales, uint4* __restrict__ out,
@@ -28,7 +29,9 @@ def _kernel() -> CudaKernel:
     return CudaKernel(name="dequant_int4", source=_SOURCE, entry="chord_dequant_int4")
 
 
-register_precompile("dequant", lambda: [_kernel()])
+def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
+    """The op's precompile hook (:mod:`chord_kernels.families`): one kernel for every ``arch``."""
+    return [_kernel()]
 
 
 def dequantize_gpu(
@@ -42,14 +45,11 @@ def dequantize_gpu(
     require_tensor("packed", packed, device="cuda", contiguous=True)
     require_tensor("scales", scales, contiguous=True)
     shape = (*packed.shape[:-1], k)
-    if out is None:
-        out = torch.empty(shape, dtype=torch.bfloat16, device=packed.device)
-    else:
-        require_tensor("out", out, dtype=torch.bfloat16, shape=shape, device=packed.device, contiguous=True)
+    out = output_tensor(out, shape, dtype=torch.bfloat16, device=packed.device, contiguous=True)
     num_groups = packed.numel() * 8 // GROUP_SIZE
     if num_groups == 0:
         return out
-    sms = torch.cuda.get_device_properties(packed.device).multi_processor_count
+    sms = hardware.num_sms(hardware.device_index(packed.device))
     blocks = min((num_groups + _THREADS - 1) // _THREADS, sms * 8)
     _kernel().launch((blocks,), (_THREADS,), (packed, scales, out, i64(num_groups)))
     return out

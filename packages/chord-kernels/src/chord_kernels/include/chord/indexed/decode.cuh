@@ -13,41 +13,15 @@
 
 #include <cstdint>
 
-#include "chord/dequant.cuh"
+#include "chord/common/dequant.cuh"
+#include "chord/common/mma.cuh"
+#include "chord/common/ptx.cuh"
+#include "chord/indexed/contract.cuh"
+#include "chord/indexed/decode_config.cuh"
 #include "chord/indexed/epilogue.cuh"
-#include "chord/indexed/params.cuh"
 #include "chord/indexed/scheduler.cuh"
-#include "chord/mma.cuh"
-#include "chord/ptx.cuh"
 
 namespace chord::indexed {
-
-// bf16x2 a * (s, s) with s the low (kHigh false) or high half of `scales`. Written as a PTX
-// half-select so that ptxas folds it into the HMUL2 operand (.H0_H0 / .H1_H1) instead of
-// spending an ALU PRMT per scale pair (the ALU pipe is the kernel's busiest, ncu 2026-11-30).
-template <bool kHigh>
-__device__ __forceinline__ uint32_t bf16x2_mul_by_half(uint32_t a, uint32_t scales) {
-  uint32_t out;
-  if constexpr (kHigh) {
-    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {hi, hi};\n\t"
-        "mul.rn.bf16x2 %0, %1, s;\n\t}"
-        : "=r"(out)
-        : "r"(a), "r"(scales));
-  } else {
-    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {lo, lo};\n\t"
-        "mul.rn.bf16x2 %0, %1, s;\n\t}"
-        : "=r"(out)
-        : "r"(a), "r"(scales));
-  }
-  return out;
-}
-
-// One A-fragment register: the nibble pair at bit `shift` of `word` (a lane's code word of row g
-// or g + 8) dequantized with that row's scale, the kHigh half of the scale word (g | g+8 << 16).
-template <bool kHigh>
-__device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint32_t scales) {
-  return bf16x2_mul_by_half<kHigh>(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scales);
-}
 
 // Work-item lookahead of the producer: which routing block and expert an item is, and the slots
 // of this lane's token rows in it (row lane + 32 r; rows >= kBM hold the sentinel).
@@ -60,7 +34,7 @@ struct ItemRef {
 };
 
 template <class Cfg>
-__device__ __forceinline__ void producer_loop(const DecodeArgs& args, uint8_t* smem, const uint32_t* list,
+__device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, const uint32_t* list,
                                               int total) {
   using Header = typename Cfg::Header;
   const int lane = threadIdx.x % 32;
@@ -339,7 +313,7 @@ __device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][C
 // Slots: (cta * kWarps + warp) * 2 + {0: the part at the start of a CTA's range, 1: the part at
 // its end}; a CTA whose range lies inside one item has a single part (slot 0).
 template <class Cfg>
-__device__ __forceinline__ float4* partial_slot(const DecodeArgs& args, int cta, int warp, int end_part) {
+__device__ __forceinline__ float4* partial_slot(const Args& args, int cta, int warp, int end_part) {
   return reinterpret_cast<float4*>(args.partials) +
          static_cast<int64_t>((cta * Cfg::kWarps + warp) * 2 + end_part) * (Cfg::kPartialFloats / 4);
 }
@@ -354,7 +328,7 @@ __device__ __forceinline__ int owner_of_unit(int64_t u, int64_t units, int grid)
 
 // Returns true in the warp of the last part to arrive, with the item's full sum in `sum`.
 template <class Cfg>
-__device__ __forceinline__ bool finish_split_part(const DecodeArgs& args, float (&sum)[Cfg::kMT][Cfg::kNT][4],
+__device__ __forceinline__ bool finish_split_part(const Args& args, float (&sum)[Cfg::kMT][Cfg::kNT][4],
                                                   int item, int num_kc, int total, bool starts_late,
                                                   int warp, int lane) {
   const int grid = static_cast<int>(gridDim.x);
@@ -411,7 +385,7 @@ __device__ __forceinline__ bool finish_split_part(const DecodeArgs& args, float 
 }
 
 template <class Cfg>
-__device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* smem, int warp, int total) {
+__device__ __forceinline__ void consumer_loop(const Args& args, uint8_t* smem, int warp, int total) {
   using Header = typename Cfg::Header;
   constexpr int kMT = Cfg::kMT, kNT = Cfg::kNT, kChains = Cfg::kChains;
   const int lane = threadIdx.x % 32;
@@ -516,11 +490,11 @@ __device__ __forceinline__ void consumer_loop(const DecodeArgs& args, uint8_t* s
 }
 
 template <class Cfg>
-__device__ __forceinline__ void decode_kernel(const DecodeArgs& args) {
+__device__ __forceinline__ void decode_kernel(const Args& args) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int warp = threadIdx.x / 32;
   if (threadIdx.x == 0 && ptx::dynamic_smem_bytes() < static_cast<uint32_t>(Cfg::smem_bytes(args.list_cap))) {
-    __trap();  // the host sized shared memory for another layout (heuristics.py smem_bytes mirrors params.cuh)
+    __trap();  // launched with less shared memory than the plan's list_cap needs (never by indexed.gemm)
   }
   const uint32_t smem_base = ptx::smem_addr(smem);
   const uint32_t full0 = smem_base + Cfg::kBarOffset;

@@ -6,8 +6,9 @@
 
 #include <cstdint>
 
-#include "chord/indexed/params.cuh"
-#include "chord/ptx.cuh"
+#include "chord/common/ptx.cuh"
+#include "chord/indexed/contract.cuh"
+#include "chord/indexed/decode_config.cuh"
 
 namespace chord::indexed {
 
@@ -38,7 +39,7 @@ __device__ __forceinline__ void chunk_slots(int (&slots)[OutChunks<Cfg>::kPerLan
 // 128-byte lines instead of 2-byte scatters. When N is not a multiple of 8 the rows are not 16-byte
 // aligned and the chunks are stored element by element.
 template <class Cfg>
-__device__ __forceinline__ void store_block(const DecodeArgs& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
+__device__ __forceinline__ void store_block(const Args& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
                                             uint8_t* staging, const int (&slots)[OutChunks<Cfg>::kPerLane],
                                             int channel0, int lane) {
   using Chunks = OutChunks<Cfg>;
@@ -80,7 +81,7 @@ __device__ __forceinline__ void store_block(const DecodeArgs& args, const float 
 
 // Rows of the slots of routing blocks whose expert is not local (id -1 or out of range) are
 // zero, as in the reference. CTA c handles blocks c, c + G, ... with `num_warps` warps.
-__device__ __forceinline__ void zero_invalid_blocks(const DecodeArgs& args, int used, int block_m,
+__device__ __forceinline__ void zero_invalid_blocks(const Args& args, int used, int block_m,
                                                     int warp, int num_warps) {
   const int lane = threadIdx.x % 32;
   const int n = args.n;

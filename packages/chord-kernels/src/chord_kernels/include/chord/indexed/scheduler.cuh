@@ -17,11 +17,11 @@
 
 #include <cstdint>
 
-#include "chord/indexed/params.cuh"
+#include "chord/indexed/contract.cuh"
 
 namespace chord::indexed {
 
-__device__ __forceinline__ int used_blocks(const DecodeArgs& args, int block_m) {
+__device__ __forceinline__ int used_blocks(const Args& args, int block_m) {
   const int padded = __ldg(args.num_tokens_post_padded);
   const int used = (max(padded, 0) + block_m - 1) / block_m;
   return min(used, args.num_blocks);
@@ -35,7 +35,7 @@ __device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int gr
 // Compact the valid blocks of [0, used) into `list` (entries: block | expert << 16). All threads
 // of the CTA call it; returns the number of valid blocks.
 template <int kThreads>
-__device__ __forceinline__ int compact_blocks(const DecodeArgs& args, int used, uint32_t* list,
+__device__ __forceinline__ int compact_blocks(const Args& args, int used, uint32_t* list,
                                               int* scratch) {
   constexpr int kNumWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;

@@ -22,13 +22,12 @@
 
 #include <cstdint>
 
+#include "chord/common/dequant.cuh"
+#include "chord/common/ptx.cuh"
 #include "chord/common/wgmma.cuh"
-#include "chord/dequant.cuh"
-#include "chord/indexed/decode.cuh"  // dequant helpers shared with the decode kernel
+#include "chord/indexed/contract.cuh"
 #include "chord/indexed/epilogue.cuh"
-#include "chord/indexed/params.cuh"
 #include "chord/indexed/scheduler.cuh"
-#include "chord/ptx.cuh"
 
 namespace chord::indexed {
 
@@ -113,7 +112,7 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
 }
 
 template <class Cfg>
-__device__ __forceinline__ void wgmma_producer(const DecodeArgs& args, uint8_t* smem, const uint32_t* list,
+__device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, const uint32_t* list,
                                                int total) {
   using Header = typename Cfg::Header;
   const int pw = (threadIdx.x / 32) % 4;  // producer warp 0..3
@@ -159,7 +158,7 @@ __device__ __forceinline__ void wgmma_producer(const DecodeArgs& args, uint8_t* 
         if (!done && kc == 0) {
           // The block's slots, activation rows and top-k weights: read once per item (all loads of
           // a lane in flight together), then carried from stage to stage in shared memory.
-          constexpr int kBatch = Cfg::kRowsPerLane < 4 ? Cfg::kRowsPerLane : 4;  // loads in flight per lane
+          constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
 #pragma unroll 1
           for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
             int slot[kBatch];
@@ -266,10 +265,10 @@ __device__ __forceinline__ void dequant_group(uint32_t (&a)[8], const uint8_t* a
   const uint32_t sc = *reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4);
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
-    a[4 * ks + 0] = bf16x2_mul_by_half<false>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.x >> (8 * ks))), sc);
-    a[4 * ks + 1] = bf16x2_mul_by_half<true>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.y >> (8 * ks))), sc);
-    a[4 * ks + 2] = bf16x2_mul_by_half<false>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.x >> (8 * ks + 4))), sc);
-    a[4 * ks + 3] = bf16x2_mul_by_half<true>(bf16x2_minus_136(nibble_pair_to_bf16x2(w.y >> (8 * ks + 4))), sc);
+    a[4 * ks + 0] = dequant_pair<false>(w.x, 8 * ks, sc);
+    a[4 * ks + 1] = dequant_pair<true>(w.y, 8 * ks, sc);
+    a[4 * ks + 2] = dequant_pair<false>(w.x, 8 * ks + 4, sc);
+    a[4 * ks + 3] = dequant_pair<true>(w.y, 8 * ks + 4, sc);
   }
 }
 
@@ -303,7 +302,7 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
 }
 
 template <class Cfg>
-__device__ __forceinline__ void wgmma_epilogue(const DecodeArgs& args, const ConsumerState<Cfg>& st,
+__device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& st,
                                                uint8_t* epi, int ntile, int warp, int lane) {
   const int consumer = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
@@ -359,7 +358,7 @@ __device__ __forceinline__ void wgmma_epilogue(const DecodeArgs& args, const Con
 }
 
 template <class Cfg>
-__device__ __forceinline__ void wgmma_consumer(const DecodeArgs& args, uint8_t* smem) {
+__device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) {
   using Header = typename Cfg::Header;
   const int consumer = threadIdx.x / 128;
   const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
@@ -428,7 +427,7 @@ __device__ __forceinline__ void wgmma_consumer(const DecodeArgs& args, uint8_t* 
 }
 
 template <class Cfg>
-__device__ __forceinline__ void wgmma_kernel(const DecodeArgs& args) {
+__device__ __forceinline__ void wgmma_kernel(const Args& args) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = ptx::smem_addr(smem);
   if (threadIdx.x == 0 && (ptx::dynamic_smem_bytes() < static_cast<uint32_t>(Cfg::smem_bytes(args.list_cap)) ||

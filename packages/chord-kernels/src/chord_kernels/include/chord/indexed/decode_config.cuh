@@ -1,18 +1,14 @@
-// Compile-time configuration and run-time arguments of the indexed W4A16 decode kernel.
+// Compile-time configuration of the indexed W4A16 decode kernel: the template the host's
+// chord_kernels.indexed.decode.DecodeConfig is emitted into, and the shared-memory plan derived
+// from it (the host's number is checked against smem_bytes by a static_assert in every generated
+// source).
 #pragma once
-
-#include <cuda_bf16.h>
 
 #include <cstdint>
 
-namespace chord::indexed {
+#include "chord/indexed/contract.cuh"
 
-constexpr int kAtomN = 16;       // output channels per packed atom (mma M)
-constexpr int kAtomK = 32;       // input channels per atom (one scale group = two mma K steps)
-constexpr int kAtomBytes = 288;  // 256 bytes of codes + 32 bytes of scale pairs
-constexpr int kAtomWords = kAtomBytes / 4;
-constexpr int kTileRows = 4;    // atom rows per packed tile (64 channels)
-constexpr int kTileGroups = 8;  // scale groups per packed tile (256 K)
+namespace chord::indexed {
 
 // Work schedules (scheduler.cuh): strided items, a global atomic counter, or equal contiguous
 // ranges of (item, K stage) units per CTA with items split along K between neighbouring CTAs.
@@ -88,25 +84,5 @@ struct DecodeConfig {
 constexpr int kFirstStage = 1;
 constexpr int kLastStage = 2;
 constexpr int kPartialItem = 4;
-
-struct DecodeArgs {
-  const int32_t* tiles;              // [E, N16 * K/32, 72] packed atoms in 64 x 256 tiles
-  const __nv_bfloat16* a;            // [rows, K] activations (slot t reads row t / top_k)
-  __nv_bfloat16* out;                // [num_slots, N]
-  const int32_t* sorted_token_ids;   // [num_blocks * block_m] (at least the used part)
-  const int32_t* expert_ids;         // [num_blocks]
-  const int32_t* num_tokens_post_padded;  // [1]
-  const float* topk_weights;         // [num_slots] or null
-  int32_t* counters;                 // [2] zero-initialised (dynamic schedule only)
-  float* partials;                   // [grid * kWarps * 2 * kPartialFloats] (balanced schedule only)
-  int32_t* flags;                    // [grid * kWarps] split-item arrival counters: zero-initialised, left zero
-  int n;
-  int k;
-  int num_experts;
-  int num_slots;
-  int top_k;
-  int num_blocks;
-  int list_cap;  // 0: no compaction (walk every block, skip invalid ones in the producer)
-};
 
 }  // namespace chord::indexed

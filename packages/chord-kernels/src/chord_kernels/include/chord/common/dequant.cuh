@@ -49,6 +49,33 @@ __device__ __forceinline__ void dequant_word_in_order(uint32_t word, uint32_t sc
   out[3] = __byte_perm(v[2], v[3], 0x7632);
 }
 
+// bf16x2 a * (s, s) with s the low (kHigh false) or high half of `scales`. Written as a PTX
+// half-select so that ptxas folds it into the HMUL2 operand (.H0_H0 / .H1_H1) instead of
+// spending an ALU PRMT per scale pair (the ALU pipe is the kernel's busiest, docs/optimization.md).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t bf16x2_mul_by_half(uint32_t a, uint32_t scales) {
+  uint32_t out;
+  if constexpr (kHigh) {
+    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {hi, hi};\n\t"
+        "mul.rn.bf16x2 %0, %1, s;\n\t}"
+        : "=r"(out)
+        : "r"(a), "r"(scales));
+  } else {
+    asm("{\n\t.reg .b16 lo, hi;\n\t.reg .b32 s;\n\tmov.b32 {lo, hi}, %2;\n\tmov.b32 s, {lo, lo};\n\t"
+        "mul.rn.bf16x2 %0, %1, s;\n\t}"
+        : "=r"(out)
+        : "r"(a), "r"(scales));
+  }
+  return out;
+}
+
+// One A-fragment register: the nibble pair at bit `shift` of `word` (a lane's code word of row g
+// or g + 8) dequantized with that row's scale, the kHigh half of the scale word (g | g+8 << 16).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint32_t scales) {
+  return bf16x2_mul_by_half<kHigh>(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scales);
+}
+
 __device__ __forceinline__ uint32_t broadcast_bf16(uint16_t bits) {
   return static_cast<uint32_t>(bits) * 0x00010001u;
 }

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "chord/dequant.cuh"
+#include "chord/common/dequant.cuh"
 
 namespace chord {
 

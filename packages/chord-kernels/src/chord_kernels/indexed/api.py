@@ -1,0 +1,232 @@
+"""The indexed family's API: one GEMM on vLLM routing tensors, and a whole MoE layer on top of it.
+
+``gemm`` reads vLLM routing tensors directly (``sorted_token_ids`` with sentinel ``num_slots``,
+``expert_ids`` with -1 for non-local experts, ``num_tokens_post_padded`` on the device): no host
+synchronization and no allocation beyond the output, so it can be captured in a CUDA graph once
+its kernel is loaded (:func:`prepare`, or one eager call before capture). Its chain is
+validate -> :func:`~chord_kernels.indexed.planner.plan` -> workspace -> argument struct -> launch.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+
+from chord_kernels import hardware
+from chord_kernels.checks import output_tensor, require_tensor
+from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
+from chord_kernels.indexed.args import ARGS
+from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m
+from chord_kernels.indexed.layout import (
+    ATOM_K,
+    ATOM_N,
+    ATOM_WORDS,
+    LAYOUT_VERSION,
+    PROFILE_ARCHS,
+    PROFILES,
+)
+from chord_kernels.indexed.planner import (
+    KernelConfig,
+    LaunchPlan,
+    cached_plan,
+    check_block_m,
+    configs_for,
+    routing_capacity,
+    shape_workspace_bytes,
+)
+from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
+from chord_kernels.ops import silu_and_mul, topk_sum
+from chord_kernels.packed import PackedWeight
+from chord_kernels.routing import align_block_size
+
+
+def check_weight(weight: PackedWeight, device: torch.device | None = None) -> PackedWeight:
+    """Refuse anything but an indexed-layout weight packed for this GPU's profiles."""
+    if not isinstance(weight, PackedWeight):
+        raise ChordLayoutError(
+            f"weight: expected a PackedWeight from chord_kernels.pack('indexed', ...), got "
+            f"{type(weight).__name__}"
+        )
+    weight.require(family="indexed", mode="indexed", profile=PROFILES, layout_version=LAYOUT_VERSION,
+                   what="chord_kernels.indexed.gemm")
+    tiles = weight.tensors.get("tiles")
+    n16, kg = math.ceil(weight.n / ATOM_N), weight.k // ATOM_K
+    require_tensor("weight.tiles", tiles, dtype=torch.int32,
+                   shape=(weight.num_experts, n16 * kg, ATOM_WORDS), contiguous=True)
+    if device is not None and device.type == "cuda":
+        arch = hardware.arch(hardware.device_index(device))
+        if arch not in PROFILE_ARCHS[weight.profile]:
+            raise ChordLayoutError(
+                f"weight was packed for profile {weight.profile!r} ({'/'.join(PROFILE_ARCHS[weight.profile])}) "
+                f"but runs on {arch}; repack it with a profile for this GPU: "
+                f"{[p for p, a in PROFILE_ARCHS.items() if arch in a]}"
+            )
+    return weight
+
+
+def _aligned16(name: str, t: torch.Tensor) -> None:
+    if t.data_ptr() % 16:
+        raise ChordInputError(f"{name}: expected a 16-byte aligned data pointer, got {t.data_ptr():#x}")
+
+
+def _launch_workspace(launch: LaunchPlan, weight: PackedWeight, device: torch.device,
+                      stream: torch.cuda.Stream, workspace: torch.Tensor | None) -> torch.Tensor | None:
+    need = launch.workspace_bytes
+    if workspace is not None:
+        return check_workspace(workspace, need, device)
+    if need == 0:
+        return None
+    num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
+    default = default_workspace(need, device, stream,
+                                reserve=shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch))
+    if default is not None:
+        return default
+    warnings.warn(
+        "chord_kernels.indexed.gemm is captured on a stream without a workspace: a temporary is "
+        "recorded into the graph with a memset before each launch; pass workspace= or call "
+        "indexed.prepare() on the capturing stream before capture to avoid it",
+        ChordPerformanceWarning, stacklevel=3,
+    )
+    return graph_workspace(launch.workspace, device)
+
+
+def gemm(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    *,
+    block_m: int,
+    top_k: int,
+    topk_weights: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    config: KernelConfig | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
+    :func:`chord_kernels.reference.indexed_gemm` for the semantics.
+
+    Slot ``t`` reads row ``t // top_k`` of ``a``; rows of slots in blocks whose expert is -1
+    (non-local) are zero; sentinel entries are skipped. ``topk_weights`` (``[rows, top_k]`` or flat,
+    fp32 or bf16) multiplies each slot's fp32 accumulator. ``config`` overrides the planner's
+    configuration. ``workspace`` is a caller-owned buffer (:func:`~chord_kernels.indexed.new_workspace`,
+    sized by :func:`~chord_kernels.indexed.max_workspace_bytes`) that no overlapping launch may
+    share; without it, the default of the current (device, stream) is used.
+    """
+    require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    device = a.device
+    check_weight(weight, device)
+    tiles = weight.tensors["tiles"]
+    if tiles.device != device:
+        raise ChordInputError(f"weight: expected tensors on {device} (like a), got {tiles.device}")
+    if a.shape[1] != weight.k:
+        raise ChordInputError(f"a: expected K={weight.k} columns to match the weight, got {a.shape[1]}")
+    require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
+                   contiguous=True)
+    require_tensor("expert_ids", expert_ids, dtype=torch.int32, ndim=1, device=device, contiguous=True)
+    require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
+                   device=device)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
+        raise ChordInputError(f"top_k: expected a positive integer, got {top_k!r}")
+    if weight.num_experts >= 1 << 16:
+        raise ChordInputError(f"weight: at most 65535 experts are supported, got {weight.num_experts}")
+    check_block_m(block_m, hardware.arch(device.index))
+    if config is not None and config.block_m != block_m:
+        raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
+    num_slots = a.shape[0] * top_k
+    if num_slots >= 1 << 31:
+        raise ChordInputError(f"a.shape[0] * top_k = {num_slots} slots exceed int32")
+    weights_flat = None
+    if topk_weights is not None:
+        require_tensor("topk_weights", topk_weights, dtype=(torch.float32, torch.bfloat16), device=device)
+        if topk_weights.numel() != num_slots:
+            raise ChordInputError(f"topk_weights: expected {num_slots} weights, got {topk_weights.numel()}")
+        weights_flat = topk_weights.reshape(-1).float().contiguous()
+    out = output_tensor(out, (num_slots, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    if num_slots == 0:
+        return out
+    _aligned16("a", a)
+    _aligned16("out", out)
+    capacity = routing_capacity(sorted_token_ids, expert_ids, block_m)
+    if capacity == 0:
+        return out.zero_()
+    launch = cached_plan(weight.n, weight.k, block_m, capacity, hardware.num_sms(device.index),
+                         hardware.arch(device.index), config)
+    stream = torch.cuda.current_stream(device)
+    workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
+    args = ARGS.pack(
+        device, tiles=tiles, a=a, out=out, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
+        num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **launch.workspace.bind(workspace),
+        n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
+        num_blocks=capacity, list_cap=launch.list_cap,
+    )
+    launch.launch(args, device, stream)
+    return out
+
+
+def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None) -> None:
+    """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m``, and allocate
+    the default workspace of ``device``'s current stream. Call it before CUDA-graph capture, on the
+    stream that will capture (or pass ``workspace=`` to ``gemm``)."""
+    dev = hardware.cuda_device(device)
+    if torch.cuda.is_current_stream_capturing():
+        raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
+    num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
+    check_block_m(block_m, arch)
+    for cfg in configs_for(weight.n, weight.k, block_m, arch):
+        cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
+    reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
+    default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
+
+
+def fused_moe(
+    hidden: torch.Tensor,
+    w13: PackedWeight,
+    w2: PackedWeight,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    global_num_experts: int | None = None,
+    expert_map: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """A whole MoE layer: align -> gate_up -> SiLU-and-mul -> down (x top-k weight) -> top-k sum.
+
+    ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
+    the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts
+    contribute. Returns bf16 ``[M, H]`` (``M`` may be 0), matching
+    :func:`chord_kernels.reference.moe_layer`. ``workspace`` serves both GEMMs (see :func:`gemm`).
+    """
+    require_tensor("hidden", hidden, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=hidden.device)
+    require_tensor("topk_weights", topk_weights, dtype=(torch.float32, torch.bfloat16),
+                   shape=tuple(topk_ids.shape), device=hidden.device)
+    if topk_ids.shape[0] != hidden.shape[0]:
+        raise ChordInputError(f"topk_ids: expected {hidden.shape[0]} rows to match hidden, got {topk_ids.shape[0]}")
+    check_weight(w13, hidden.device)
+    check_weight(w2, hidden.device)
+    if w13.num_experts != w2.num_experts:
+        raise ChordInputError(f"w13 has {w13.num_experts} experts but w2 has {w2.num_experts}")
+    if w13.k != hidden.shape[1] or w2.n != hidden.shape[1] or w13.n != 2 * w2.k:
+        raise ChordInputError(
+            f"expected w13 [E, 2I, H] and w2 [E, H, I] with H={hidden.shape[1]}, got w13 "
+            f"[{w13.num_experts}, {w13.n}, {w13.k}] and w2 [{w2.num_experts}, {w2.n}, {w2.k}]"
+        )
+    num_experts = global_num_experts if global_num_experts is not None else w13.num_experts
+    if expert_map is None and num_experts != w13.num_experts:
+        raise ChordInputError(
+            f"global_num_experts={num_experts} differs from the {w13.num_experts} packed experts; "
+            "pass expert_map for expert parallelism"
+        )
+    m, top_k = topk_ids.shape
+    local_slots = math.ceil(m * top_k * w13.num_experts / max(1, num_experts))
+    block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
+    routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
+    args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
+    gate_up = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace)
+    act = silu_and_mul(gate_up)
+    down = gemm(act, w2, *args, block_m=block_m, top_k=1, topk_weights=topk_weights, workspace=workspace)
+    return topk_sum(down.view(m, top_k, w2.n))

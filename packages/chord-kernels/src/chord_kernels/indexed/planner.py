@@ -1,0 +1,210 @@
+"""The one planning step of an indexed GEMM: which kernel, which configuration, how to launch it.
+
+:func:`plan` maps (N, K, block_m, routing capacity, SM count, architecture) to a
+:class:`LaunchPlan` (kernel configuration, grid, dynamic shared memory, routing-block list
+length, workspace layout). It reads no device memory, so it is safe during CUDA-graph capture,
+and it is memoized: the routing capacity (the blocks the routing tensors can hold, known from
+their shapes) repeats from step to step. ``gemm``, ``prepare``, the tests and the benchmark use
+this same function; ``gemm(..., config=...)`` overrides the choice of configuration only.
+
+Kernels plug in here: a kernel of the indexed family brings a configuration class (with
+``block_m``, ``threads``, ``ctas_per_sm``, ``smem_bytes``, ``per_cta_budget``, ``ntiles``,
+``workspace`` and ``kernel`` like :class:`~chord_kernels.indexed.decode.DecodeConfig`), a
+branch in :func:`_choose` and its configurations in :func:`configs_for`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from chord_kernels import hardware
+from chord_kernels.errors import ChordInputError
+from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
+from chord_kernels.indexed.heuristics import WIDE_BLOCKS, choose_config, choose_schedule, general_config
+from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
+from chord_kernels.indexed.workspace import WorkspaceLayout
+from chord_kernels.jit import DEFAULT_ARCH, CudaKernel
+from chord_kernels.packed import PackedWeight
+
+KernelConfig = DecodeConfig | WgmmaConfig
+"""Configurations the planner can return (the union grows with each kernel of the family)."""
+WGMMA_MIN_BLOCK_M = 24
+"""From 24-token blocks up the WGMMA kernel beats the decode kernel on sm_90a (docs/optimization.md)."""
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything a launch of an indexed kernel needs besides the tensors."""
+
+    config: KernelConfig
+    """The kernel and its configuration."""
+    capacity: int
+    """Routing blocks the routing tensors can hold (the kernel's ``num_blocks``)."""
+    grid: int
+    """CTAs to launch."""
+    smem: int
+    """Dynamic shared memory per CTA, in bytes."""
+    list_cap: int
+    """Routing blocks compacted in shared memory (0: the kernel walks every block)."""
+    workspace: WorkspaceLayout
+    """Counters and split-K partials the launch needs (see :mod:`~chord_kernels.indexed.workspace`)."""
+
+    @property
+    def threads(self) -> int:
+        return self.config.threads
+
+    @property
+    def workspace_bytes(self) -> int:
+        """Bytes of workspace this launch needs (0: none)."""
+        return self.workspace.nbytes
+
+    def launch(self, args: object, device: torch.device, stream: torch.cuda.Stream) -> None:
+        """Launch the planned kernel with its packed argument struct (``indexed.args.ARGS``)."""
+        self.config.kernel().launch((self.grid,), (self.threads,), (args,), smem=self.smem,
+                                    stream=stream, device=device)
+
+
+def routing_capacity(sorted_token_ids: torch.Tensor, expert_ids: torch.Tensor, block_m: int) -> int:
+    """Routing blocks the tensors can hold (from their shapes: no device read)."""
+    return min(expert_ids.numel(), sorted_token_ids.numel() // block_m)
+
+
+def _device_facts(device: torch.device | str | int | None, num_sms: int | None,
+                  arch: str | None) -> tuple[int, str]:
+    if num_sms is not None and arch is not None:
+        return num_sms, arch
+    index = hardware.cuda_device(device).index
+    return (num_sms if num_sms is not None else hardware.num_sms(index),
+            arch if arch is not None else hardware.arch(index))
+
+
+def check_block_m(block_m: object, arch: str | None = None) -> int:
+    """``block_m`` must be a block size some indexed kernel is built for: the decode kernel's
+    :data:`BLOCK_MS` everywhere, any multiple of 8 up to 256 on sm_90a (the WGMMA kernel); with
+    ``arch`` None, whichever some architecture supports."""
+    wgmma = arch in (None, WGMMA_ARCH)
+    ok = not isinstance(block_m, bool) and isinstance(block_m, int) and (
+        block_m in BLOCK_MS or (wgmma and block_m % 8 == 0 and 8 <= block_m <= 256))
+    if not ok:
+        extra = " or a multiple of 8 up to 256 on sm_90a (the WGMMA kernel)" if wgmma else f" on {arch}"
+        raise ChordInputError(f"block_m: expected one of {list(BLOCK_MS)}{extra}, got {block_m!r}")
+    return block_m  # type: ignore[return-value]
+
+
+def plan(
+    weight: PackedWeight,
+    *,
+    block_m: int,
+    capacity: int,
+    num_sms: int | None = None,
+    arch: str | None = None,
+    config: KernelConfig | None = None,
+    device: torch.device | str | int | None = None,
+) -> LaunchPlan:
+    """The launch ``gemm`` makes for ``weight`` with routing tensors holding ``capacity`` blocks of
+    ``block_m`` tokens (:func:`routing_capacity`). ``num_sms`` and ``arch`` default to those of
+    ``device`` (the current CUDA device); give both to plan without a GPU. ``config`` fixes the
+    configuration instead of the heuristics."""
+    check_block_m(block_m)
+    if config is not None and config.block_m != block_m:
+        raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise ChordInputError(f"capacity: expected a non-negative number of routing blocks, got {capacity!r}")
+    num_sms, arch = _device_facts(device, num_sms, arch)
+    check_block_m(block_m, arch)
+    return cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+
+
+@functools.lru_cache(maxsize=4096)
+def cached_plan(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str,
+                config: KernelConfig | None) -> LaunchPlan:
+    """:func:`plan` on checked arguments (what ``gemm`` calls on every launch)."""
+    return _launch(config or _choose(n, k, block_m, capacity, num_sms, arch), n, capacity, num_sms)
+
+
+def _uses_wgmma(block_m: int, arch: str) -> bool:
+    return arch == WGMMA_ARCH and block_m >= WGMMA_MIN_BLOCK_M
+
+
+def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str) -> KernelConfig:
+    """The kernel configuration for a shape (the branch point of the family's kernels)."""
+    if _uses_wgmma(block_m, arch):
+        return choose_wgmma_config(n, k, block_m)
+    cfg = choose_config(n, k, block_m)
+    list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
+    if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
+        return general_config(block_m)  # shallower stages leave room for the block list
+    return choose_schedule(cfg, capacity * cfg.ntiles(n), num_sms)
+
+
+def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPlan:
+    list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
+    smem = cfg.smem_bytes(list_cap)
+    if smem > cfg.per_cta_budget():
+        list_cap, smem = 0, cfg.smem_bytes(0)  # walk every block instead of compacting them
+    # Every SM filled, never more CTAs than possible work items.
+    grid = max(1, min(num_sms * cfg.ctas_per_sm, capacity * cfg.ntiles(n)))
+    return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
+
+
+@functools.lru_cache(maxsize=1024)
+def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, ...]:
+    """Every configuration :func:`plan` may return for this shape, whatever the routing capacity
+    and SM count (what ``prepare`` loads and ``precompile`` builds)."""
+    check_block_m(block_m, arch)
+    if _uses_wgmma(block_m, arch):
+        return (choose_wgmma_config(n, k, block_m),)
+    cfg = choose_config(n, k, block_m)
+    found = [cfg, general_config(block_m)]
+    if cfg.schedule == "balanced":
+        found.append(dataclasses.replace(cfg, schedule="strided"))  # what choose_schedule may switch to
+    return tuple(dict.fromkeys(found))
+
+
+@functools.lru_cache(maxsize=1024)
+def shape_workspace_bytes(n: int, k: int, block_ms: tuple[int, ...], num_sms: int, arch: str) -> int:
+    """:func:`max_workspace_bytes` of one ``N x K`` shape, on checked arguments."""
+    return max((cfg.workspace(num_sms * cfg.ctas_per_sm).nbytes
+                for block_m in block_ms for cfg in configs_for(n, k, block_m, arch)), default=0)
+
+
+def max_workspace_bytes(
+    weights: PackedWeight | Iterable[PackedWeight],
+    *,
+    block_ms: Iterable[int] = BLOCK_MS,
+    num_sms: int | None = None,
+    arch: str | None = None,
+    device: torch.device | str | int | None = None,
+) -> int:
+    """Bytes of a workspace that serves every launch ``gemm`` can plan for these weights with
+    these block sizes (any routing capacity), on ``device`` (or ``num_sms`` SMs of ``arch``)."""
+    num_sms, arch = _device_facts(device, num_sms, arch)
+    block_ms = tuple(check_block_m(b, arch) for b in block_ms)
+    weights = [weights] if isinstance(weights, PackedWeight) else list(weights)
+    return max((shape_workspace_bytes(w.n, w.k, block_ms, num_sms, arch) for w in weights), default=0)
+
+
+KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
+"""(N, K) of the Kimi K2.x expert GEMMs: gate_up and down under EP8, then under TP8."""
+
+
+def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
+    """Every configuration the Kimi shapes can launch at any block size (what ``precompile`` builds)."""
+    found: dict[KernelConfig, None] = {}
+    wgmma_blocks = (*range(32, 88, 8), *WIDE_BLOCKS) if arch == WGMMA_ARCH else ()  # what choose_block_m picks
+    for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
+        for n, k in KIMI_SHAPES:
+            found.update(dict.fromkeys(configs_for(n, k, block_m, arch)))
+    return list(found)
+
+
+def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
+    """The family's precompile hook (:mod:`chord_kernels.families`): the kernels of
+    :func:`default_configs`."""
+    return [cfg.kernel() for cfg in default_configs(arch)]

@@ -1,0 +1,157 @@
+"""The launch plan (host arithmetic only): configuration, grid, shared memory and workspace."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import chord_kernels
+from chord_kernels import ChordInputError, hardware, indexed
+from chord_kernels.formats import random_quantized
+from chord_kernels.indexed.args import ARGS, prelude
+from chord_kernels.indexed.decode import LIST_CAP_LIMIT
+from chord_kernels.indexed.heuristics import choose_config, general_config
+from chord_kernels.indexed.workspace import WorkspaceLayout, check_workspace, new_workspace
+from chord_kernels.jit import ArgStruct, Field
+
+SMS = 132
+KIMI = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256)]
+
+
+def _weight(n: int, k: int, experts: int = 2) -> chord_kernels.PackedWeight:
+    """A weight of shape N x K without packing real data (planning reads only its metadata)."""
+    return chord_kernels.PackedWeight(layout="indexed", family="indexed", mode="indexed", profile="h200_ep8",
+                                      layout_version=1, num_experts=experts, n=n, k=k, group_size=32,
+                                      tensors={})
+
+
+def _plan(n: int, k: int, block_m: int, capacity: int, **kw) -> indexed.LaunchPlan:
+    return indexed.plan(_weight(n, k), block_m=block_m, capacity=capacity, num_sms=SMS, arch="sm_90a", **kw)
+
+
+@pytest.mark.parametrize("block_m", indexed.BLOCK_MS)
+@pytest.mark.parametrize(("n", "k"), [*KIMI, (40, 96), (264, 1056)])
+@pytest.mark.parametrize("capacity", [1, 62, 496, 5000, LIST_CAP_LIMIT + 1])
+def test_plans_fit_the_gpu_and_the_work(n: int, k: int, block_m: int, capacity: int) -> None:
+    plan = _plan(n, k, block_m, capacity)
+    cfg = plan.config
+    assert cfg.block_m == block_m
+    assert cfg in indexed.configs_for(n, k, block_m, "sm_90a")
+    assert plan.smem == cfg.smem_bytes(plan.list_cap) <= cfg.per_cta_budget()
+    assert plan.list_cap in (0, capacity)
+    assert capacity <= LIST_CAP_LIMIT or plan.list_cap == 0
+    assert 1 <= plan.grid <= min(SMS * cfg.ctas_per_sm, capacity * cfg.ntiles(n))
+    assert plan.threads == cfg.threads
+    assert plan.workspace == cfg.workspace(plan.grid)
+    assert plan.workspace_bytes <= indexed.max_workspace_bytes(_weight(n, k), num_sms=SMS, arch="sm_90a")
+    assert plan is _plan(n, k, block_m, capacity)  # memoized
+
+
+def test_kimi_decode_plans() -> None:
+    # ep8_decode gate_up: 160 slots on 48 experts -> 62 routing blocks of 8: the wide balanced tile.
+    gate_up = _plan(4096, 7168, 8, 62)
+    assert gate_up.config == choose_config(4096, 7168, 8) and gate_up.config.schedule == "balanced"
+    assert gate_up.grid == 2 * SMS
+    assert gate_up.workspace == WorkspaceLayout(flags=2 * SMS * 4, partials=2 * 2 * SMS * 256 * 8)
+    # EP8 down has 28 N tiles per block: many items per CTA, whole items in a strided order.
+    down = _plan(7168, 2048, 8, 62)
+    assert down.config == dataclasses.replace(choose_config(7168, 2048, 8), schedule="strided")
+    assert down.workspace_bytes == 0
+    # A routing-block list that does not fit beside the wide tile's stages: the general config.
+    assert _plan(4096, 7168, 64, 4000).config == general_config(64)
+
+
+def test_config_override_and_errors() -> None:
+    dynamic = dataclasses.replace(general_config(16), schedule="dynamic")
+    plan = _plan(512, 7168, 16, 100, config=dynamic)
+    assert plan.config == dynamic and plan.workspace == WorkspaceLayout(counters=2)
+    with pytest.raises(ChordInputError, match="block_m: expected one of"):
+        _plan(512, 7168, 12, 100)
+    with pytest.raises(ChordInputError, match="differs from block_m=8"):
+        _plan(512, 7168, 8, 100, config=dynamic)
+    with pytest.raises(ChordInputError, match="capacity"):
+        _plan(512, 7168, 8, -1)
+
+
+def test_default_configs_cover_every_kimi_plan() -> None:
+    configs = set(indexed.default_configs())
+    assert len(configs) == len(indexed.default_configs()) == 22
+    for n, k in KIMI:
+        for block_m in indexed.BLOCK_MS:
+            for capacity in (1, 62, 300, 2000, 9000):
+                assert _plan(n, k, block_m, capacity).config in configs
+
+
+def test_workspace_layout_and_views() -> None:
+    layout = WorkspaceLayout(counters=2, flags=5, partials=8)
+    assert (layout.zeroed_bytes, layout.partials_offset, layout.nbytes) == (28, 32, 64)
+    assert WorkspaceLayout().nbytes == 0 and WorkspaceLayout(counters=2).nbytes == 8
+    ws = torch.zeros(64, dtype=torch.uint8)
+    base = ws.data_ptr()
+    assert layout.bind(ws) == {"counters": base, "flags": base + 8, "partials": base + 32}
+    assert WorkspaceLayout(flags=3).bind(ws) == {"counters": None, "flags": base, "partials": None}
+    assert WorkspaceLayout().bind(None) == {"counters": None, "flags": None, "partials": None}
+    with pytest.raises(ChordInputError, match="at least 64 bytes"):
+        layout.bind(ws[:40])
+    cpu = torch.device("cpu")
+    with pytest.raises(ChordInputError, match="at least 100 bytes"):
+        check_workspace(ws, 100, cpu)
+    with pytest.raises(ChordInputError, match="dtype torch.uint8"):
+        check_workspace(ws.view(torch.int32), 16, cpu)
+    with pytest.raises(ChordInputError, match="16-byte aligned"):
+        check_workspace(ws[4:], 16, cpu)
+    with pytest.raises(ChordInputError, match="nbytes: expected a non-negative integer"):
+        new_workspace(-1)
+
+
+def test_arguments_are_one_field_list() -> None:
+    fields = [f.name for f in ARGS.fields]
+    source = prelude()
+    positions = [source.index(f"  {f.ctype} {f.name};") for f in ARGS.fields]
+    assert positions == sorted(positions)
+    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 10 * 8 + 7 * 4 + 4
+    entry = indexed.DecodeConfig(block_m=8).source()
+    assert "const int32_t* __restrict__ tiles," in entry and "__nv_bfloat16* out," in entry
+    assert "const chord::indexed::Args args{" + ", ".join(fields) + "};" in entry
+
+
+def test_argument_packing_checks_every_value() -> None:
+    demo = ArgStruct("Demo", "chord::test", [Field("p", "const float*", restrict=True), Field("n", "int"),
+                                            Field("x", "float"), Field("u", "uint32_t")])
+    cpu = torch.device("cpu")
+    t = torch.zeros(4)
+    packed = demo.pack(cpu, p=t, n=-3, x=1.5, u=7)
+    assert (packed.p, packed.n, packed.x, packed.u) == (t.data_ptr(), -3, 1.5, 7)
+    assert demo.pack(cpu, p=None, n=0, x=0, u=0).p is None  # a null pointer
+    assert demo.pack(cpu, p=0x1000, n=0, x=0, u=0).p == 0x1000  # an address the caller checked
+    with pytest.raises(ChordInputError, match=r"missing fields \['u'\]"):
+        demo.pack(cpu, p=t, n=1, x=0.0)
+    with pytest.raises(ChordInputError, match=r"unknown fields \['m'\]"):
+        demo.pack(cpu, p=t, n=1, x=0.0, u=0, m=2)
+    with pytest.raises(ChordInputError, match="Demo.n: expected an integer"):
+        demo.pack(cpu, p=t, n=1 << 31, x=0.0, u=0)
+    with pytest.raises(ChordInputError, match="Demo.u: expected an integer"):
+        demo.pack(cpu, p=t, n=1, x=0.0, u=-1)
+    with pytest.raises(ChordInputError, match="Demo.p: expected a tensor on meta"):
+        demo.pack(torch.device("meta"), p=t, n=1, x=0.0, u=0)
+    with pytest.raises(ChordInputError, match="Demo.p: expected a tensor, an address or None"):
+        demo.pack(cpu, p=1.5, n=1, x=0.0, u=0)
+    with pytest.raises(ChordInputError, match="only pointers"):
+        Field("n", "int", restrict=True)
+    with pytest.raises(ChordInputError, match="unsupported C\\+\\+ type"):
+        Field("h", "half")
+
+
+def test_gpu_facts_live_once() -> None:
+    assert hardware.SMEM_PER_SM == 228 * 1024
+    from chord_kernels.indexed.layout import PROFILE_ARCHS, PROFILES
+
+    assert PROFILES == tuple(PROFILE_ARCHS) and PROFILE_ARCHS["h200_ep8"] == ("sm_90a",)
+
+
+def test_packed_weights_plan_like_their_shape() -> None:
+    packed, scales = random_quantized(3, 40, 96)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    assert indexed.plan(pw, block_m=16, capacity=9, num_sms=SMS, arch="sm_90a") is _plan(40, 96, 16, 9)
