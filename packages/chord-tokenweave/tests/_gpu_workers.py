@@ -8,12 +8,8 @@ import torch
 import torch.distributed as dist
 
 from chord_tokenweave.errors import BarrierTimeoutError
-from chord_tokenweave.fused import (
-    SymmetricWorkspace,
-    add_rmsnorm_reference,
-    reduce_in_rank_order,
-    shard_range,
-)
+from chord_tokenweave.numerics import add_rmsnorm_reference, reduce_in_rank_order, shard_range
+from chord_tokenweave.workspace import SymmetricWorkspace
 
 EPS = 1e-5
 
@@ -183,8 +179,9 @@ def model_variants(rank: int, world: int, tokens: int) -> dict:
     * every AllReduce+add+RMSNorm of the fused variants against the exact reference computed
       from the same partial sums and residual (one bf16 ulp).
     """
-    from chord_tokenweave.model import LLAMA_3_3_70B, MIXTRAL_8X22B, RoutingLog, TPModel
+    from chord_tokenweave.model import LLAMA_3_3_70B, MIXTRAL_8X22B, TPModel
     from chord_tokenweave.table import Decision
+    from chord_tokenweave.verify import RoutingLog, summarise_checks
 
     device = torch.device("cuda", rank)
     out: dict[str, Any] = {}
@@ -210,7 +207,7 @@ def model_variants(rank: int, world: int, tokens: int) -> dict:
                 assert free_err < 0.1, f"{cfg.name} {v}: max error {free_err}, no routing flip"
             checks: list = []
             model.forward(x, v, decision=d, checks=checks)
-            summary = model.summarise_checks(checks)
+            summary = summarise_checks(checks)
             assert len(summary) == 2 * cfg.num_layers * (2 if v == "tokenweave" else 1)
             bad = [c for c in summary if c["bad"]]
             assert not bad, f"{cfg.name} {v}: fused op wrong at {bad}"

@@ -17,12 +17,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 import torch
 
 from chord_tokenweave import kernels as K
-from chord_tokenweave.fused import (
-    add_rmsnorm_reference,
-    reduce_in_rank_order,
-    shard_range,
-    triton_next_pow2,
-)
+from chord_tokenweave.launch import triton_next_pow2
+from chord_tokenweave.numerics import add_rmsnorm_reference, reduce_in_rank_order, shard_range
 
 
 def ulps(got: torch.Tensor, want: torch.Tensor) -> float:

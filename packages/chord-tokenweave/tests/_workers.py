@@ -8,8 +8,9 @@ import torch
 import torch.distributed as dist
 
 from chord_tokenweave.errors import TokenWeaveError
-from chord_tokenweave.fused import allreduce_add_rmsnorm, fused_allreduce_rmsnorm, shard_range
+from chord_tokenweave.fused import allreduce_add_rmsnorm, fused_allreduce_rmsnorm
 from chord_tokenweave.model import TINY_DENSE, TINY_MOE, TPModel
+from chord_tokenweave.numerics import shard_range
 from chord_tokenweave.overlap import TraceEvent, check_consistent
 from chord_tokenweave.table import Decision
 
@@ -93,7 +94,7 @@ def checks_worker(rank: int, world_size: int, model: str, tokens: int, split: in
     """Boundary checks of the fused variants; ``corrupt_row``: rank 0's fused op returns that
     row of ``y`` off by 0.5 (a planted bug the checks must catch)."""
     from chord_tokenweave import model as model_mod
-    from chord_tokenweave.model import RoutingLog
+    from chord_tokenweave.verify import RoutingLog, summarise_checks
 
     cfg = {"tiny-dense": TINY_DENSE, "tiny-moe": TINY_MOE}[model]
     m = TPModel(cfg, seed=7)
@@ -116,7 +117,7 @@ def checks_worker(rank: int, world_size: int, model: str, tokens: int, split: in
         checks: list[Any] = []
         y = m.forward(x, variant, decision=Decision(tokens, True, split, 4, None),
                       routing=log.frozen(), checks=checks)
-        out[variant] = {"checks": m.summarise_checks(checks),
+        out[variant] = {"checks": summarise_checks(checks),
                         "err": (y.float() - ref.float()).abs().max().item()}
     return out
 
@@ -129,8 +130,8 @@ def plane_plumbing_worker(rank: int, world_size: int, model: str, tokens: int,
     kernel is emulated by the torch fallback writing into the plane; planes start as NaN so a
     read of a row nobody wrote shows."""
     from chord_tokenweave import model as model_mod
-    from chord_tokenweave.fused import _fallback
-    from chord_tokenweave.model import RoutingLog
+    from chord_tokenweave.fallback import fused_fallback as _fallback
+    from chord_tokenweave.verify import RoutingLog
 
     cfg = {"tiny-dense": TINY_DENSE, "tiny-moe": TINY_MOE}[model]
     m = TPModel(cfg, seed=9)

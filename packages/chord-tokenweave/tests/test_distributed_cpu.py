@@ -21,8 +21,8 @@ from _workers import (
 
 from chord_tokenweave.distributed import launch
 from chord_tokenweave.errors import TokenWeaveError
-from chord_tokenweave.fused import shard_range
 from chord_tokenweave.model import TINY_DENSE, TINY_MOE, TPModel
+from chord_tokenweave.numerics import shard_range
 from chord_tokenweave.overlap import weave_order
 
 SEED = 1234

@@ -13,12 +13,8 @@ import torch.distributed as dist
 from chord_tokenweave.distributed import free_port
 from chord_tokenweave.env import NO_MULTICAST_ENV, disable_multicast, multicast_env_ok
 from chord_tokenweave.errors import TokenWeaveError, TokenWeaveInputError
-from chord_tokenweave.fused import (
-    add_rmsnorm_reference,
-    allreduce_add_rmsnorm,
-    fused_allreduce_rmsnorm,
-    shard_range,
-)
+from chord_tokenweave.fused import allreduce_add_rmsnorm, fused_allreduce_rmsnorm
+from chord_tokenweave.numerics import add_rmsnorm_reference, shard_range
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ import pytest
 import torch
 
 from chord_tokenweave.errors import TokenWeaveInputError
-from chord_tokenweave.model import TINY_MOE, RoutingLog, TPModel
+from chord_tokenweave.model import TINY_MOE, TPModel
 from chord_tokenweave.table import Decision
+from chord_tokenweave.verify import RoutingLog
 
 
 def test_grouped_experts_match_the_loop() -> None:

@@ -14,15 +14,11 @@ from chord_tokenweave.errors import (
     TokenWeaveError,
     TokenWeaveInputError,
 )
-from chord_tokenweave.fused import (
-    SymmetricWorkspace,
-    add_rmsnorm_reference,
-    allreduce_add_rmsnorm,
-    fused_allreduce_rmsnorm,
-    shard_range,
-)
+from chord_tokenweave.fused import allreduce_add_rmsnorm, fused_allreduce_rmsnorm
+from chord_tokenweave.numerics import add_rmsnorm_reference, shard_range
 from chord_tokenweave.split import GemmShape, wave_aware_split
 from chord_tokenweave.table import Decision, SplitTable, TableEntry
+from chord_tokenweave.workspace import SymmetricWorkspace
 
 __version__ = "0.1.0"
 

@@ -14,7 +14,6 @@ fails; recorded), maximum over ranks. Multicast is never enabled (see chord_toke
 from __future__ import annotations
 
 import math
-import statistics
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -22,16 +21,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from chord_tokenweave.fused import (
-    SMEM_LIMIT,
-    SymmetricWorkspace,
-    _symmetric_alloc,
-    add_rmsnorm_,
-    add_rmsnorm_reference,
-    pipeline_smem,
-    reduce_in_rank_order,
-    shard_range,
-)
+from chord_tokenweave.fused import add_rmsnorm_
+from chord_tokenweave.launch import SMEM_LIMIT, pipeline_smem
+from chord_tokenweave.numerics import add_rmsnorm_reference, reduce_in_rank_order, shard_range
+from chord_tokenweave.timing import time_call
+from chord_tokenweave.verify import beyond_one_ulp
+from chord_tokenweave.workspace import SymmetricWorkspace, symmetric_alloc
 
 DEFAULT_TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
 DEFAULT_CTAS = (4, 8, 16, 24, 32, 48, 64)
@@ -41,52 +36,14 @@ BW_CTAS = (4, 8, 16, 32, 64, 132)
 FUSED_VARIANTS = ((1, 8, 1), (2, 16, 1), (1, 8, 2), (1, 8, 3), (2, 16, 2), (2, 16, 3))
 
 
-def _max_over_ranks(value: float, device: torch.device) -> float:
-    t = torch.tensor([value], dtype=torch.float64, device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t.item())
-
-
 def bench_us(
     fn: Callable[[], Any], device: torch.device, *, iters: int = 10, reps: int = 15,
     graph: bool = True,
 ) -> tuple[float, bool]:
-    """Median µs per call of ``fn`` (max over ranks) and whether a CUDA graph was used."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize(device)
-    g = None
-    if graph:
-        try:
-            side = torch.cuda.Stream(device=device)
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                fn()
-            torch.cuda.current_stream(device).wait_stream(side)
-            torch.cuda.synchronize(device)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for _ in range(iters):
-                    fn()
-            torch.cuda.synchronize(device)
-        except Exception:
-            g = None
-            torch.cuda.synchronize(device)
-    samples = []
-    for _ in range(reps):
-        dist.barrier()
-        torch.cuda.synchronize(device)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        if g is not None:
-            g.replay()
-        else:
-            for _ in range(iters):
-                fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1e3 / iters)
-    return _max_over_ranks(statistics.median(samples), device), g is not None
+    """The kernel benchmark's timing: ``iters`` calls per CUDA graph (torch's default capture
+    mode), median µs per call of ``reps`` replays, max over ranks; whether the graph was used."""
+    return time_call(fn, device=device, warmup=3, reps=reps, launches=iters, graph=graph,
+                     capture_error_mode="global")
 
 
 def _safe(record: dict[str, Any], key: str, fn: Callable[[], Any]) -> Any:
@@ -118,7 +75,7 @@ def p2p_bandwidth(
     npeers = len(peers)
     per_peer = (nbytes_per_peer or max(32 << 20, (256 << 20) // npeers)) // 4
     # Symmetric buffer: slot i receives what rank i pushes; local: slot j = pulled from peer j.
-    buf, handle = _symmetric_alloc(world_size * per_peer, torch.int32, device, dist.group.WORLD)
+    buf, handle = symmetric_alloc(world_size * per_peer, torch.int32, device, dist.group.WORLD)
     if int(handle.multicast_ptr) != 0:
         raise RuntimeError("multicast mapping on the bandwidth buffer (multicast_ptr != 0)")
     buf.random_(0, 1 << 20)
@@ -181,7 +138,7 @@ def _check_fused(
         if got.numel() == 0:
             continue
         diff = (got.float() - want.float()).abs()
-        bad = max(bad, float((diff > 2.0**-7 * want.float().abs() + 1e-6).any()))
+        bad = max(bad, float(beyond_one_ulp(diff, want).any()))
         err = max(err, diff.max().item())
     # Agree across ranks, so that every rank skips (or keeps) this configuration together.
     flags = torch.tensor([bad, err], dtype=torch.float64, device=device)
@@ -362,7 +319,6 @@ def layer_worker(
     variants against the exact reference (``boundary_*``).
     ``device_kind="cpu"`` with ``scale="tiny"`` is a smoke run of the same code (tests)."""
     from chord_tokenweave.model import MODELS, TINY_DENSE, TINY_MOE, TPModel
-    from chord_tokenweave.profile import time_call
     from chord_tokenweave.table import Decision, SplitTable
 
     device = torch.device("cuda", rank) if device_kind == "cuda" else torch.device("cpu")
@@ -413,14 +369,14 @@ def layer_worker(
 
 def _layer_errors(model: Any, x: torch.Tensor, forced: Any, row: dict[str, Any]) -> bool:
     """Fill ``row`` with the correctness numbers of :func:`layer_worker`; True when all pass."""
-    from chord_tokenweave.model import RoutingLog
+    from chord_tokenweave.verify import RoutingLog, gather_full, summarise_checks
 
     world = model.world_size
-    gathered = model._gather_full(x)
+    gathered = gather_full(x, model.group, world)
     row["x_same_on_ranks"] = all(torch.equal(g, gathered[0]) for g in gathered)
     log = RoutingLog()
     ref = model.forward(x, "sequential", routing=log)
-    refs = model._gather_full(ref)
+    refs = gather_full(ref, model.group, world)
     row["sequential_same_on_ranks"] = all(torch.equal(g, refs[0]) for g in refs)
     ok = row["x_same_on_ranks"] and row["sequential_same_on_ranks"]
     for variant in ("fused", "tokenweave"):
@@ -433,7 +389,7 @@ def _layer_errors(model: Any, x: torch.Tensor, forced: Any, row: dict[str, Any])
             row[f"{variant}_routing_flips"] = log.flips(free_log)
         checks: list[Any] = []
         model.forward(x, variant, decision=forced, checks=checks)
-        summary = model.summarise_checks(checks)
+        summary = summarise_checks(checks)
         row[f"boundary_{variant}_max_y_err"] = max((c["y_err"] for c in summary), default=0.0)
         bad = [c for c in summary if c["bad"]]
         row[f"boundary_{variant}_bad"] = bad[:4]

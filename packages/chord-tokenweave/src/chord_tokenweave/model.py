@@ -16,7 +16,6 @@ only through the causal mask, which is all the split needs to respect). Four way
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -26,69 +25,28 @@ import torch.nn.functional as F
 
 from chord_tokenweave.errors import TokenWeaveInputError
 from chord_tokenweave.fused import (
-    SymmetricWorkspace,
     add_rmsnorm_,
-    add_rmsnorm_reference,
     allreduce_add_rmsnorm,
     fused_allreduce_rmsnorm,
-    reduce_in_rank_order,
-    shard_range,
     uses_gpu_path,
 )
-from chord_tokenweave.overlap import Stage, StreamPair, TraceEvent, check_consistent, run_weave
+from chord_tokenweave.numerics import rmsnorm, shard_range
+from chord_tokenweave.overlap import (
+    CommFn,
+    Stage,
+    StreamPair,
+    TraceEvent,
+    check_consistent,
+    run_weave,
+)
 from chord_tokenweave.split import GemmShape, wave_aware_split
 from chord_tokenweave.table import Decision, SplitTable
+from chord_tokenweave.verify import BoundaryCheck, RoutingLog, boundary_checked
+from chord_tokenweave.workspace import SymmetricWorkspace
 
 Variant = Literal["sequential", "fused", "tokenweave", "nocomm"]
 VARIANTS: tuple[Variant, ...] = ("sequential", "fused", "tokenweave", "nocomm")
 MoeImpl = Literal["auto", "grouped", "loop"]
-
-
-class RoutingLog:
-    """MoE router decisions per layer, recorded by one run and replayed by another.
-
-    Variants differ in the last bf16 bit of their hidden states (NCCL reduces in bf16, the fused
-    op in fp32), which can flip a top-k choice between two near-tied experts and change that
-    token's output completely. Comparing variants with the routing of one of them replayed makes
-    the comparison exact up to rounding, so it can stay tight.
-    """
-
-    def __init__(self) -> None:
-        self.topi: dict[int, torch.Tensor] = {}  # layer -> [T, top_k] int64
-        self.topw: dict[int, torch.Tensor] = {}  # layer -> [T, top_k] fp32
-        self.replay = False
-
-    def frozen(self) -> RoutingLog:
-        """A replaying copy (the recorded tensors are shared, not copied)."""
-        log = RoutingLog()
-        log.topi, log.topw, log.replay = self.topi, self.topw, True
-        return log
-
-    def flips(self, other: RoutingLog) -> int:
-        """Number of (layer, token) pairs whose expert sets differ between two logs."""
-        n = 0
-        for layer, mine in self.topi.items():
-            a = mine.sort(dim=-1).values
-            b = other.topi[layer].sort(dim=-1).values
-            n += int((a != b).any(dim=-1).sum())
-        return n
-
-
-@dataclass
-class BoundaryCheck:
-    """One AllReduce+add+RMSNorm of a run, checked against the exact reference (tensors until
-    :meth:`TPModel.summarise_checks` turns them into numbers)."""
-
-    call: int  # index of the comm call in issue order
-    split: int
-    num_tokens: int
-    y_err: torch.Tensor  # max |y - y_ref| (fp32 scalar)
-    h_err: torch.Tensor
-    bad: torch.Tensor  # elements beyond tolerance (int64 scalar)
-    first_bad_row: torch.Tensor  # -1 when none
-    bad_own_rows: torch.Tensor  # bad rows this rank owns (computed here)
-    bad_peer_rows: torch.Tensor  # bad rows owned by peers (pushed here)
-    stale_rows: torch.Tensor  # bad rows still holding this rank's own partial sum
 
 
 @dataclass(frozen=True)
@@ -230,12 +188,6 @@ def make_shards(
         del gate, up, down, wq, wk, wv
     gen.manual_seed(seed * 1_000_003 + 999_983)
     return layers, norm_weight()
-
-
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """``bf16(fp32(x) * rsqrt(mean(x^2) + eps) * fp32(weight))`` — the fused op's numerics."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
 
 
 def _causal_bottom_right(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -458,6 +410,7 @@ class TPModel:
         ``routing``: record the MoE routing into an empty log, or replay a frozen one.
         ``checks``: for the fused variants, check every AllReduce+add+RMSNorm against the exact
         reference computed from the same inputs (all-gathers: slow, diagnostics and tests).
+        Both come from :mod:`chord_tokenweave.verify`.
         """
         if variant not in VARIANTS:
             raise TokenWeaveInputError(f"variant must be one of {VARIANTS}, got {variant!r}")
@@ -511,21 +464,14 @@ class TPModel:
                 workspace=ws, channel=split, num_ctas=num_ctas,
             )
 
-        def checked(split: int, partial: torch.Tensor, residual: torch.Tensor,
-                    weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            assert checks is not None
-            parts = self._gather_full(partial)
-            res_full = self._gather_rows(residual, partial.shape[0])
-            y, res = comm(split, partial, residual, weight)
-            checks.append(self._check_boundary(len(checks), split, y, res, parts, res_full,
-                                               weight, sharded))
-            return y, res
-
-        use_checks = checks is not None and sharded
+        checked: CommFn = comm
+        if checks is not None and sharded:
+            checked = boundary_checked(comm, checks, group=self.group, world_size=self.world_size,
+                                       rank=self.rank, eps=self.eps)
         streams = self._streams(overlap=len(splits) > 1)
         try:
             hiddens, _ = run_weave(
-                self.stages(), hiddens, residuals, checked if use_checks else comm, streams,
+                self.stages(), hiddens, residuals, checked, streams,
                 out_buffer=lambda split, n: ws.input_buffer(n, split) if ws is not None else None,
                 trace=trace,
             )
@@ -541,75 +487,3 @@ class TPModel:
             low, high = torch.cuda.Stream.priority_range()
             self._comm_stream = torch.cuda.Stream(device=self.device, priority=min(low, high))
         return StreamPair(self.device, overlap=overlap, comm_stream=self._comm_stream)
-
-    # ---- boundary checks (diagnostics) ---------------------------------------------------------
-    def _gather_full(self, t: torch.Tensor) -> list[torch.Tensor]:
-        """Every rank's ``t`` (same shape everywhere), bit-exact on NCCL and gloo."""
-        from chord_tokenweave.fused import _all_gather_rows
-
-        pg = self.group if self.group is not None else dist.group.WORLD
-        assert pg is not None
-        if not t.is_cuda:
-            return _all_gather_rows(t, pg, self.world_size)
-        parts = [torch.empty_like(t) for _ in range(self.world_size)]
-        dist.all_gather(parts, t.contiguous(), group=pg)
-        return parts
-
-    def _gather_rows(self, own: torch.Tensor, num_tokens: int) -> torch.Tensor:
-        """The ``[T, D]`` tensor whose rows ``shard_range(T, W, p)`` rank ``p`` holds."""
-        chunk = -(-num_tokens // self.world_size)
-        padded = own.new_zeros(chunk, own.shape[1])
-        padded[: own.shape[0]] = own
-        pieces = []
-        for p, part in enumerate(self._gather_full(padded)):
-            lo, hi = shard_range(num_tokens, self.world_size, p)
-            pieces.append(part[: hi - lo])
-        return torch.cat(pieces, dim=0)
-
-    def _check_boundary(
-        self, call: int, split: int, y: torch.Tensor, res: torch.Tensor,
-        parts: list[torch.Tensor], res_full: torch.Tensor, weight: torch.Tensor, sharded: bool,
-    ) -> BoundaryCheck:
-        n = y.shape[0]
-        y_ref, h_ref = add_rmsnorm_reference(reduce_in_rank_order(parts), res_full, weight,
-                                             self.eps)
-        lo, hi = shard_range(n, self.world_size, self.rank) if sharded else (0, n)
-        h_want = h_ref[lo:hi]
-        # Same fp32 sums in the same order as the reference: within one bf16 ulp.
-        ulp = 2.0**-7
-        dy = (y.float() - y_ref.float()).abs()
-        dh = (res.float() - h_want.float()).abs()
-        bad_y = dy > ulp * y_ref.float().abs() + 1e-6
-        bad_h = dh > ulp * h_want.float().abs() + 1e-6
-        bad_rows = bad_y.any(-1)
-        if bad_h.numel():
-            bad_rows[lo:hi] |= bad_h.any(-1)
-        rows = torch.arange(n, device=y.device)
-        first = torch.where(bad_rows, rows, n).min() if n else rows.new_tensor(n)
-        own = (rows >= lo) & (rows < hi)
-        stale = (y == parts[self.rank if sharded else 0]).all(-1) & bad_rows
-        zero = dy.new_zeros(())
-        return BoundaryCheck(
-            call, split, n, dy.max() if dy.numel() else zero, dh.max() if dh.numel() else zero,
-            bad_y.sum() + bad_h.sum(), torch.where(first == n, -1, first),
-            (bad_rows & own).sum(), (bad_rows & ~own).sum(), stale.sum(),
-        )
-
-    @staticmethod
-    def summarise_checks(checks: Sequence[BoundaryCheck]) -> list[dict[str, float | int]]:
-        """The checks as plain numbers (synchronises)."""
-        return [
-            {"call": c.call, "split": c.split, "tokens": c.num_tokens,
-             "y_err": float(c.y_err), "h_err": float(c.h_err), "bad": int(c.bad),
-             "first_bad_row": int(c.first_bad_row), "bad_own_rows": int(c.bad_own_rows),
-             "bad_peer_rows": int(c.bad_peer_rows), "stale_rows": int(c.stale_rows)}
-            for c in checks
-        ]
-
-
-def forward_all(
-    model: TPModel, x: torch.Tensor, variants: Sequence[Variant] = VARIANTS,
-    decision: Decision | None = None,
-) -> dict[str, torch.Tensor]:
-    """Outputs of several variants on the same input (tests and benchmarks)."""
-    return {v: model.forward(x, v, decision=decision) for v in variants}

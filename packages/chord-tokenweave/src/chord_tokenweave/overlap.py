@@ -20,8 +20,9 @@ verifies that across the group once per token count.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -83,21 +84,13 @@ class StreamPair:
                 comm_stream = torch.cuda.Stream(device=device, priority=min(low, high))
             self.comm_stream = comm_stream
 
-    @contextlib.contextmanager
-    def compute(self) -> Iterator[None]:
-        if self.cuda:
-            with torch.cuda.stream(self.compute_stream):
-                yield
-        else:
-            yield
+    def compute(self) -> contextlib.AbstractContextManager[Any]:
+        """Run on the compute stream (inside a ``with``)."""
+        return torch.cuda.stream(self.compute_stream) if self.cuda else contextlib.nullcontext()
 
-    @contextlib.contextmanager
-    def comm(self) -> Iterator[None]:
-        if self.cuda:
-            with torch.cuda.stream(self.comm_stream):
-                yield
-        else:
-            yield
+    def comm(self) -> contextlib.AbstractContextManager[Any]:
+        """Run on the comm stream (inside a ``with``)."""
+        return torch.cuda.stream(self.comm_stream) if self.cuda else contextlib.nullcontext()
 
     def record(self) -> torch.cuda.Event | None:
         """An event on the current stream (inside :meth:`compute` or :meth:`comm`)."""

@@ -13,89 +13,20 @@ over ranks, so all ranks compute the same table; rank 0 writes it.
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from chord_tokenweave.model import TPModel
 from chord_tokenweave.table import Decision, SplitTable, TableEntry, choose_threshold
+from chord_tokenweave.timing import time_call
 
 
-def time_us(
-    fn: Callable[[], Any], *, device: torch.device, warmup: int = 2, reps: int = 5,
-    group: dist.ProcessGroup | None = None, graph: bool = False,
-) -> float:
-    """Median wall time of ``fn`` in µs (CUDA events on GPU), maximum over the ranks of ``group``.
-
-    Ranks line up on a barrier before each repetition so the slowest rank is what is measured.
-    ``graph``: capture one call in a CUDA graph and time its replays (no Python or launch
-    overhead: what a serving engine's captured decode/prefill graphs see); falls back to eager
-    calls, on every rank, if capture fails anywhere. See :func:`time_call`.
-    """
-    return time_call(fn, device=device, warmup=warmup, reps=reps, group=group, graph=graph)[0]
-
-
-def time_call(
-    fn: Callable[[], Any], *, device: torch.device, warmup: int = 2, reps: int = 5,
-    group: dist.ProcessGroup | None = None, graph: bool = False,
-) -> tuple[float, bool]:
-    """:func:`time_us` and whether the CUDA graph was used."""
-    distributed = dist.is_available() and dist.is_initialized()
-    cuda = device.type == "cuda"
-    for _ in range(warmup):
-        fn()
-    g = None
-    if graph and cuda:
-        torch.cuda.synchronize(device)
-        ok = True
-        try:
-            side = torch.cuda.Stream(device=device)  # lazy per-stream init off the capture
-            side.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(side):
-                fn()
-            torch.cuda.current_stream(device).wait_stream(side)
-            torch.cuda.synchronize(device)
-            g = torch.cuda.CUDAGraph()
-            # thread_local: the NCCL watchdog thread's event queries must not void the capture.
-            with torch.cuda.graph(g, capture_error_mode="thread_local"):
-                fn()
-        except Exception:
-            ok = False
-        torch.cuda.synchronize(device)
-        if distributed:
-            flag = torch.tensor([int(ok)], device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
-            ok = bool(flag.item())
-        if not ok:
-            g = None
-    run = g.replay if g is not None else fn
-    samples = []
-    for _ in range(reps):
-        if distributed:
-            dist.barrier(group=group)
-        if cuda:
-            torch.cuda.synchronize(device)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3)
-        else:
-            t0 = time.perf_counter()
-            run()
-            samples.append((time.perf_counter() - t0) * 1e6)
-    value = statistics.median(samples)
-    if distributed:
-        t = torch.tensor([value], dtype=torch.float64, device=device if cuda else "cpu")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-        value = float(t.item())
-    del g
-    return value, run is not fn
+def time_us(fn: Callable[[], Any], *, device: torch.device, warmup: int, reps: int,
+            graph: bool) -> float:
+    """µs per call of ``fn``, one call per CUDA graph (see :mod:`chord_tokenweave.timing`)."""
+    return time_call(fn, device=device, warmup=warmup, reps=reps, graph=graph)[0]
 
 
 def candidate_splits(num_tokens: int, wave_split: int | None, align: int) -> list[int]:
