@@ -144,7 +144,7 @@ def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck"
 
 
 def graph_time_us(fn, launches: int = 10, reps: int = 15) -> float:
-    from chord_kernels.bench.timing import GraphTimer
+    from chord_bench.timing import GraphTimer
 
     timer = GraphTimer(fn, launches=launches)
     timer.run(reps)
@@ -276,7 +276,7 @@ def sweep_config(block_m: int, **kw):
 
 
 def bench(sweep: bool, clocks=None) -> list[dict]:
-    from chord_kernels.bench.timing import GraphTimer
+    from chord_bench.timing import GraphTimer
     from chord_kernels.indexed import choose_block_m, choose_config, gemm
     from chord_kernels.indexed.heuristics import DecodeConfig, general_config
     from chord_kernels.indexed.ops import planned_config
@@ -517,7 +517,7 @@ def main() -> int:
     if opts.phase == "bench":
         rows = {"copy_tbps": round(copy_bandwidth(), 3), "ceilings": stream_ceilings()}
         log(f"copy bandwidth {rows['copy_tbps']} TB/s")
-        from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
+        from chord_bench.clocks import ClockSampler, cuda_uuid
 
         with ClockSampler(torch.cuda.current_device(), uuid=cuda_uuid(torch.cuda.current_device())) as clocks:
             rows["bench"] = bench(sweep=not opts.no_sweep, clocks=clocks)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from chord_kernels.bench import report
-from chord_kernels.bench import scenarios as S
-from chord_kernels.bench.results import (
+from chord_bench import report
+from chord_bench import scenarios as S
+from chord_bench.results import (
     SCHEMA,
     CandidateResult,
     GemmInfo,
@@ -29,7 +29,7 @@ FAKE = {
 
 def fake_run() -> RunResult:
     run = RunResult(
-        created_utc="2026-11-30T03:00:00Z", command="python -m chord_kernels.bench --quick",
+        created_utc="2026-11-30T03:00:00Z", command="python -m chord_bench --quick",
         environment={"gpu": "NVIDIA H200", "driver": "570.00", "torch": "2.11", "triton": "3.6",
                      "chord_kernels": "0.1.0", "commit": "abc123"},
         ceilings={"copy_tbps": 4.27, "bf16_tflops": 790.0, "source": "test"},
@@ -136,7 +136,7 @@ def test_with_ceilings_recomputes_floors_from_stored_bytes_and_flops():
 
 
 def test_cli_rerenders_a_stored_run(tmp_path, capsys):
-    from chord_kernels.bench.__main__ import main
+    from chord_bench.__main__ import main
 
     fake_run().write_json(tmp_path / "in.json")
     assert main(["--from-json", str(tmp_path / "in.json"), "--nominal-ceilings", "--no-plot",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from chord_kernels.bench import scenarios as S
-from chord_kernels.bench.__main__ import main, parse_args
-from chord_kernels.bench.peers import make_peer
-from chord_kernels.bench.peers.humming import SWEEP, HummingPeer, _git_commit
-from chord_kernels.errors import ChordInputError
+from chord_bench import scenarios as S
+from chord_bench.__main__ import main, parse_args
+from chord_bench.peers import make_peer
+from chord_bench.peers.humming import SWEEP, HummingPeer, _git_commit
+from chord_kernels import ChordInputError
 
 COMMIT = "2d9d953" + "0" * 33
 
@@ -106,7 +106,7 @@ def test_triton_copy_kernel_copies_exactly_in_the_interpreter(tmp_path):
     script = tmp_path / "triton_copy_check.py"
     script.write_text(
         "import torch\n"
-        "from chord_kernels.bench.ceilings import COPY_BLOCK, copy_methods\n"
+        "from chord_bench.ceilings import COPY_BLOCK, copy_methods\n"
         "src = torch.randn(2 * COPY_BLOCK + 77).to(torch.bfloat16)\n"
         "for name, fn in copy_methods(src, dst := torch.zeros_like(src)).items():\n"
         "    dst.zero_(); fn(); assert torch.equal(src, dst), name\n"

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import torch
 
-from chord_kernels.bench import ceilings as ceilings_mod
-from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
-from chord_kernels.bench.impls import Candidate, Implementation
-from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
-from chord_kernels.bench.results import (
+from chord_bench import ceilings as ceilings_mod
+from chord_bench.clocks import ClockSampler, cuda_uuid
+from chord_bench.impls import Candidate, Implementation
+from chord_bench.problems import GemmProblem, WeightSet, build_problems, check_output
+from chord_bench.results import (
     CandidateResult,
     GemmInfo,
     GemmResult,
@@ -35,7 +35,7 @@ from chord_kernels.bench.results import (
     RunResult,
     ScenarioResult,
 )
-from chord_kernels.bench.scenarios import (
+from chord_bench.scenarios import (
     NOMINAL_H200,
     Ceilings,
     Scenario,
@@ -43,7 +43,7 @@ from chord_kernels.bench.scenarios import (
     draw_seed,
     gemm_costs,
 )
-from chord_kernels.bench.timing import bench, interleaved
+from chord_bench.timing import bench, interleaved
 
 Log = Callable[[str], None]
 
@@ -263,7 +263,7 @@ def _run(scenarios: Sequence[Scenario], impls: Sequence[Implementation], *, draw
     log(f"ceilings: copy {ceilings.copy_tbps:.2f} TB/s, bf16 {ceilings.bf16_tflops:.0f} TFLOP/s ({ceilings.source})")
     result = RunResult(
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        command=shlex.join([os.path.basename(sys.executable), "-m", "chord_kernels.bench", *sys.argv[1:]]),
+        command=shlex.join([os.path.basename(sys.executable), "-m", "chord_bench", *sys.argv[1:]]),
         environment=environment(device),
         ceilings={"copy_tbps": ceilings.copy_tbps, "bf16_tflops": ceilings.bf16_tflops, "source": ceilings.source,
                   "nominal": {"copy_tbps": NOMINAL_H200.copy_tbps, "bf16_tflops": NOMINAL_H200.bf16_tflops}},

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-from chord_kernels.bench.scenarios import Ceilings
-from chord_kernels.bench.timing import bench
+from chord_bench.scenarios import Ceilings
+from chord_bench.timing import bench
 
 COPY_BLOCK = 8192
 """Elements per Triton program (16 KiB of bf16 in, 16 KiB out)."""

@@ -1,11 +1,11 @@
-"""Render a :class:`~chord_kernels.bench.results.RunResult`: table, JSON, latency-vs-tokens PNG."""
+"""Render a :class:`~chord_bench.results.RunResult`: table, JSON, latency-vs-tokens PNG."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
 
-from chord_kernels.bench.results import RunResult, ScenarioResult
+from chord_bench.results import RunResult, ScenarioResult
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:

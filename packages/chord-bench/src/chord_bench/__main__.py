@@ -1,10 +1,10 @@
-"""``python -m chord_kernels.bench``: the benchmark harness command line.
+"""``python -m chord_bench``: the benchmark harness command line.
 
 Examples::
 
-    python -m chord_kernels.bench --list
-    python -m chord_kernels.bench --quick --peer humming=~/src/humming --out bench-results/
-    python -m chord_kernels.bench --scenarios indexed --impls bf16-ceiling,chord-indexed
+    python -m chord_bench --list
+    python -m chord_bench --quick --peer humming=~/src/humming --out bench-results/
+    python -m chord_bench --scenarios indexed --impls bf16-ceiling,chord-indexed
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from chord_kernels.bench import scenarios as scenarios_mod
-from chord_kernels.bench.impls import builtin_implementations
-from chord_kernels.bench.peers import make_peer
-from chord_kernels.errors import ChordInputError
+from chord_bench import scenarios as scenarios_mod
+from chord_bench.impls import builtin_implementations
+from chord_bench.peers import make_peer
+from chord_kernels import ChordInputError
 
 QUICK_REP_MS = 10.0
 FULL_REP_MS = 25.0
@@ -25,7 +25,7 @@ FULL_REP_MS = 25.0
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m chord_kernels.bench",
+        prog="python -m chord_bench",
         description="Time Chord's MoE GEMMs, the bf16 ceiling and peers side by side (BENCHMARKS.md).",
     )
     p.add_argument("--quick", action="store_true",
@@ -62,8 +62,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def rerender(path: Path, out_dir: Path, *, nominal: bool, plot: bool) -> int:
     """Table, JSON and PNG of a stored run (optionally against the nominal ceilings)."""
-    from chord_kernels.bench import report
-    from chord_kernels.bench.results import RunResult
+    from chord_bench import report
+    from chord_bench.results import RunResult
 
     run = RunResult.read_json(path)
     if nominal:
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
-    from chord_kernels.bench import report, runner
+    from chord_bench import report, runner
 
     out_dir: Path = args.out
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-from chord_kernels.bench.impls import Candidate, Implementation
-from chord_kernels.bench.problems import GemmProblem
+from chord_bench.impls import Candidate, Implementation
+from chord_bench.problems import GemmProblem
 from chord_kernels.formats import unpack_int4
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from chord_kernels.bench import scenarios as S
-from chord_kernels.errors import ChordInputError
+from chord_bench import scenarios as S
+from chord_kernels import ChordInputError
 
 # BENCHMARKS.md "Indexed scenarios" and the floor column of its measured-Humming table.
 INDEXED = {

@@ -1,6 +1,6 @@
 """Benchmark harness: every performance number Chord publishes comes from here.
 
-``python -m chord_kernels.bench`` times Chord's kernels, a bf16-weights ceiling, the pure-PyTorch
+``python -m chord_bench`` times Chord's kernels, a bf16-weights ceiling, the pure-PyTorch
 reference and peers (``--peer humming=/path``) on the scenarios of BENCHMARKS.md, side by side, on
 the same routing draw, with CUDA graphs and medians, after checking every output against the
 reference. See docs/benchmarking.md.
@@ -13,6 +13,6 @@ Modules: :mod:`.scenarios` (registry, routing draws, bytes/FLOPs/floors; CPU onl
 
 from __future__ import annotations
 
-from chord_kernels.bench.scenarios import SCENARIOS, Scenario, draw_routing, gemm_costs, select
+from chord_bench.scenarios import SCENARIOS, Scenario, draw_routing, gemm_costs, select
 
 __all__ = ["SCENARIOS", "Scenario", "draw_routing", "gemm_costs", "select"]

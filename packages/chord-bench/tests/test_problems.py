@@ -7,15 +7,15 @@ import dataclasses
 import pytest
 import torch
 
-from chord_kernels.bench import scenarios as S
-from chord_kernels.bench.impls import (
+from chord_bench import scenarios as S
+from chord_bench.impls import (
     Bf16CeilingImpl,
     ChordIndexedImpl,
     ReferenceImpl,
     builtin_implementations,
 )
-from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
-from chord_kernels.errors import ChordInputError
+from chord_bench.problems import GemmProblem, WeightSet, build_problems, check_output
+from chord_kernels import ChordInputError
 
 CPU = torch.device("cpu")
 

@@ -1,6 +1,6 @@
 """The implementation interface of the harness and the built-in implementations.
 
-An :class:`Implementation` turns a :class:`~chord_kernels.bench.problems.GemmProblem` into one or
+An :class:`Implementation` turns a :class:`~chord_bench.problems.GemmProblem` into one or
 more :class:`Candidate` s: everything expensive (packing, routing, dequantizing, compiling)
 happens in :meth:`Implementation.candidates`; ``Candidate.run`` is then the only thing timed and
 must be CUDA-graph capturable (no host sync, no compile) unless ``graphable=False``.
@@ -9,7 +9,7 @@ Several candidates (a peer's configurations) are each checked against the refere
 times the correct ones and keeps the fastest.
 
 New kernels plug in by subclassing :class:`Implementation` and adding an instance to
-:func:`builtin_implementations` (or passing it to :func:`chord_kernels.bench.runner.run`).
+:func:`builtin_implementations` (or passing it to :func:`chord_bench.runner.run`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from chord_kernels import reference
-from chord_kernels.bench.problems import GemmProblem, WeightSet
+from chord_bench.problems import GemmProblem, WeightSet
 
 
 @dataclass
@@ -245,7 +245,7 @@ def builtin_implementations(names: list[str] | None = None) -> list[Implementati
     wanted = list(factories) if names is None else names
     unknown = [n for n in wanted if n not in factories]
     if unknown:
-        from chord_kernels.errors import ChordInputError
+        from chord_kernels import ChordInputError
 
         raise ChordInputError(f"unknown implementation(s) {unknown}; built-in: {sorted(factories)}")
     return [factories[n]() for n in wanted]

@@ -7,9 +7,9 @@ import dataclasses
 import pytest
 import torch
 
-from chord_kernels.bench import report, runner, timing
-from chord_kernels.bench import scenarios as S
-from chord_kernels.bench.impls import Bf16CeilingImpl, ChordIndexedImpl, ReferenceImpl
+from chord_bench import report, runner, timing
+from chord_bench import scenarios as S
+from chord_bench.impls import Bf16CeilingImpl, ChordIndexedImpl, ReferenceImpl
 
 
 @pytest.mark.gpu

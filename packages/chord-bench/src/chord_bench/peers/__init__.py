@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chord_kernels.bench.impls import Implementation
-from chord_kernels.errors import ChordInputError
+from chord_bench.impls import Implementation
+from chord_kernels import ChordInputError
 
 KNOWN_PEERS = ("humming",)
 
@@ -15,7 +15,7 @@ def make_peer(spec: str) -> Implementation:
     if not sep or not path.strip():
         raise ChordInputError(f"--peer: expected NAME=PATH (e.g. humming=/src/humming), got {spec!r}")
     if name == "humming":
-        from chord_kernels.bench.peers.humming import HummingPeer
+        from chord_bench.peers.humming import HummingPeer
 
         return HummingPeer(path.strip())
     raise ChordInputError(f"--peer: unknown peer {name!r}; known: {', '.join(KNOWN_PEERS)}")

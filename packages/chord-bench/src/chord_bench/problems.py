@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from chord_kernels import reference
-from chord_kernels.bench.scenarios import GemmCost, GemmShape, RoutingDraw, Scenario, gemm_costs
+from chord_bench.scenarios import GemmCost, GemmShape, RoutingDraw, Scenario, gemm_costs
 from chord_kernels.formats import random_quantized
 from chord_kernels.routing import (
     ContiguousRouting,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from chord_kernels.errors import ChordInputError
+from chord_kernels import ChordInputError
 
 HIDDEN = 7168
 """Kimi K2.x hidden size H."""

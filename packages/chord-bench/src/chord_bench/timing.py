@@ -86,7 +86,7 @@ def bench(fn: Callable[[], object], *, graphable: bool = True, rep_ms: float = 2
 
 class GraphTimer:
     """One CUDA graph of ``launches`` back-to-back calls of ``fn``; :meth:`run` times replays and
-    keeps µs per call (and, with a :class:`~chord_kernels.bench.clocks.ClockSampler`, the median
+    keeps µs per call (and, with a :class:`~chord_bench.clocks.ClockSampler`, the median
     SM clock of each batch)."""
 
     def __init__(self, fn: Callable[[], object], launches: int = 10) -> None:
