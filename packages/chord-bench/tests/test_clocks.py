@@ -1,4 +1,4 @@
-"""Clock sampling (bench.clocks): line parsing, windows and the run summary, without a GPU."""
+"""Clock sampling (chord_bench.clocks): line parsing, windows and the run summary, without a GPU."""
 
 from __future__ import annotations
 

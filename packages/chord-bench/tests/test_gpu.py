@@ -56,25 +56,66 @@ def test_graph_timer_keeps_captured_inputs_alive():
 
 
 @pytest.mark.gpu
+def test_graph_timer_calls_before_replay_and_records_every_replay():
+    x = torch.randn(1 << 20, device="cuda")
+    y = torch.empty_like(x)
+    calls = []
+    timer = timing.GraphTimer(lambda: y.copy_(x), launches=4, device=x.device, capture_error_mode="thread_local")
+    timer.run(3, before_replay=lambda: calls.append(len(timer.samples)))
+    assert calls == [0, 1, 2] and len(timer.samples) == 3 and timer.launches == 4
+    assert timer.median_us() > 0 and timer.median_mhz() is None
+
+
+def _small(sid: str) -> S.Scenario:
+    s = S.SCENARIOS[sid]
+    experts = 32 if s.parallel == "tp" else 8
+    rows = {"contiguous": experts * 128, "masked": experts * 6}.get(s.family, 64)
+    return dataclasses.replace(
+        s, num_experts=experts, gate_up=S.GemmShape("gate_up", 256, 512), down=S.GemmShape("down", 512, 128),
+        tokens=rows, rows_per_expert=128 if s.family == "contiguous" else None,
+        expert_max_tokens=32 if s.family == "masked" else None)
+
+
+@pytest.mark.gpu
 def test_runner_small_scenarios(tmp_path):
-    small = [
-        dataclasses.replace(S.SCENARIOS[sid], num_experts=8 if sid.startswith("ep") else 32,
-                            gate_up=S.GemmShape("gate_up", 256, 512), down=S.GemmShape("down", 512, 128),
-                            tokens=64)
-        for sid in ("ep8_tok16", "tp8_1024")
-    ]
+    small = [_small(sid) for sid in ("ep8_tok16", "tp8_1024", "ep8_masked16", "ep8_contig128")]
     result = runner.run(small, [ReferenceImpl(), Bf16CeilingImpl(), ChordIndexedImpl()], draws=("uniform", "skewed"),
                         measure_ceilings=False, rep_ms=2.0, log=lambda _: None)
-    assert len(result.scenarios) == 4
+    assert len(result.scenarios) == 8
     for s in result.scenarios:
         for name in ("reference", "bf16-ceiling", "chord-indexed"):
             r = s.impls[name]
-            assert r.status == "ok", r.reason
+            assert r.status == "ok", (s.scenario, name, r.reason)
             assert r.total_us and r.total_us > 0
         # The graphable winners were re-timed side by side; the eager reference was not.
         for name in ("bf16-ceiling", "chord-indexed"):
             for g in s.impls[name].gemms.values():
                 assert g.us_sweep is not None and g.method.startswith("interleaved"), g
         assert all(g.us_sweep is None for g in s.impls["reference"].gemms.values())
+        chord = s.impls["chord-indexed"].gemms["gate_up"]
+        assert chord.detail["block_m"] in (8, 16, 24, 32, 48, 64)
+        assert ("indexed API over the" in chord.config) == (s.family != "indexed")
     files = report.write_all(result, tmp_path)
-    assert (tmp_path / "results.json").exists() and "latency_uniform" in files
+    assert (tmp_path / "results.json").exists() and "side_by_side_uniform" in files
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sid", ["ep8_tok16", "tp8_1024", "ep8_masked16"])
+def test_the_launch_config_is_the_one_gemm_plans(sid):
+    """chord_bench.internals.launch_config names the configuration gemm launches by itself."""
+    from chord_bench.problems import WeightCache, scenario_problems
+    from chord_kernels import indexed
+
+    _, problems = scenario_problems(_small(sid), "uniform", 0, WeightCache(0, torch.device("cuda")))
+    impl = ChordIndexedImpl()
+    for problem in problems:
+        cand = impl.candidate(problem)
+        cand.run()
+        block_m = cand.detail["block_m"]
+        r = problem.aligned(block_m)
+        tw = None if problem.topk_weights is None else problem.topk_weights.reshape(-1)
+        out = torch.full_like(cand.result(), float("nan"))
+        indexed.gemm(problem.a_flat(), impl._pack(problem), r.sorted_token_ids, r.expert_ids,
+                     r.num_tokens_post_padded, block_m=block_m, top_k=problem.addr_top_k, topk_weights=tw, out=out)
+        valid = problem.valid_rows()
+        assert torch.equal(out[valid], cand.result()[valid])

@@ -1,20 +1,62 @@
-"""Render a :class:`~chord_bench.results.RunResult`: table, JSON, latency-vs-tokens PNG."""
+"""Render a :class:`~chord_bench.results.RunResult`: tables, JSON and a side-by-side chart.
+
+Two tables: one row per (scenario, draw, implementation) with gate_up, down and their sum in µs,
+% of the floor, TFLOP/s, the ratio against the best path of each peer group and the configuration
+that ran; then a summary with one row per (scenario, draw), every implementation side by side,
+and Chord's ratio against the best path of each peer group (> 1: Chord is faster).
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+import sys
 from pathlib import Path
 
 from chord_bench.results import RunResult, ScenarioResult
+
+GROUPED_NOTE = ("Chord has no grouped kernels yet: on contiguous and masked scenarios it runs its "
+                "indexed kernel over the same rows (marked *).")
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
+def ratio_vs_best(s: ScenarioResult, impl: str, peers: list[str]) -> float | None:
+    """Best peer µs / ``impl`` µs in ``s`` (> 1: ``impl`` is faster than every peer of the group)."""
+    best, mine = s.best(peers), s.impls.get(impl)
+    total = mine.total_us if mine else None
+    return None if best is None or not total else best[1] / total
+
+
+def _chord_name(s: ScenarioResult, name: str, role: str) -> str:
+    return f"{name}*" if role == "chord" and s.family != "indexed" else name
+
+
+def _timed_names(run: RunResult) -> list[str]:
+    """Implementations with a total in at least one scenario."""
+    return [n for n in run.impl_names() if any(n in s.impls and s.impls[n].total_us for s in run.scenarios)]
+
+
+def _groups(run: RunResult) -> dict[str, list[str]]:
+    """Peer groups with at least one timed member."""
+    timed = set(_timed_names(run))
+    return {g: peers for g, peers in run.peer_groups().items() if timed & set(peers)}
+
+
+def _chords(run: RunResult) -> list[str]:
+    timed = set(_timed_names(run))
+    return [c for c in run.chords() if c in timed]
+
+
+def table_header(run: RunResult) -> list[str]:
+    return ["scenario", "draw", "impl", "gate_up µs", "down µs", "sum µs", "floor µs", "% of floor",
+            "TFLOP/s", *[f"vs best {g}" for g in _groups(run)], "config (gate_up / down) or reason"]
+
+
 def table_rows(run: RunResult) -> list[list[str]]:
     """One row per (scenario, draw, implementation) that was attempted."""
-    peers = run.peers()
+    groups = _groups(run)
+    roles = {i.name: i.role for i in run.implementations}
     rows = []
     for s in run.scenarios:
         for name in run.impl_names():
@@ -22,23 +64,57 @@ def table_rows(run: RunResult) -> list[list[str]]:
             if r is None:
                 continue
             up, down = r.gemms.get("gate_up"), r.gemms.get("down")
-            ratios = [_fmt(s.ratio(p, name), ".2f", "x") for p in peers]
             if r.status == "ok":
                 configs = " / ".join(g.config or "—" for g in (up, down) if g)
             else:
                 configs = f"{r.status}: {r.reason or ''}"
             rows.append([
-                s.scenario, s.draw, name,
+                s.scenario, s.draw, _chord_name(s, name, roles.get(name, "")),
                 _fmt(up.us if up else None, ".1f"), _fmt(down.us if down else None, ".1f"),
                 _fmt(r.total_us, ".1f"), _fmt(s.floor_us, ".1f"), _fmt(s.pct_of_floor(name), ".0f", "%"),
-                *ratios, configs,
+                _fmt(s.tflops(name), ".0f"),
+                *[_fmt(ratio_vs_best(s, name, peers), ".2f", "x") for peers in groups.values()], configs,
             ])
     return rows
 
 
-def table_header(run: RunResult) -> list[str]:
-    return ["scenario", "draw", "impl", "gate_up µs", "down µs", "sum µs", "floor µs", "% of floor",
-            *[f"{p} µs / impl µs" for p in run.peers()], "config (gate_up / down) or reason"]
+def summary_header(run: RunResult) -> list[str]:
+    cols = ["scenario", "draw", "floor µs", *[f"{n} µs" for n in _timed_names(run)]]
+    for group in _groups(run):
+        cols += [f"best {group}", f"best {group} % floor"]
+    for c in _chords(run):
+        cols += [f"{c} % floor", *[f"{c} vs best {group}" for group in _groups(run)]]
+    return cols
+
+
+def summary_rows(run: RunResult) -> list[list[str]]:
+    """One row per (scenario, draw): every implementation's sum, the best path of each peer group
+    and Chord's ratio against it (``*``: Chord ran its indexed kernel on a grouped scenario)."""
+    names = _timed_names(run)
+    groups = _groups(run)
+    rows = []
+    for s in run.scenarios:
+        row = [_chord_name(s, s.scenario, "chord"), s.draw, _fmt(s.floor_us, ".1f")]
+        row += [_fmt(s.impls[n].total_us if n in s.impls else None, ".1f") for n in names]
+        for peers in groups.values():
+            best = s.best(peers)
+            row += [best[0] if best else "—", _fmt(s.pct_of_floor(best[0]) if best else None, ".0f", "%")]
+        for c in _chords(run):
+            row.append(_fmt(s.pct_of_floor(c), ".0f", "%"))
+            row += [_fmt(ratio_vs_best(s, c, peers), ".2f", "x") for peers in groups.values()]
+        rows.append(row)
+    return rows
+
+
+def _markdown(header: list[str], rows: list[list[str]], free_last: bool = False) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    if free_last:
+        widths[-1] = len(header[-1])  # do not pad the free-text column
+
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return [line(header), "|" + "|".join("-" * (w + 2) for w in widths) + "|", *(line(r) for r in rows)]
 
 
 def _clock_line(clocks: dict) -> list[str]:
@@ -50,109 +126,142 @@ def _clock_line(clocks: dict) -> list[str]:
             f"temperature max {clocks['temp_c_max']} C, clock-event reasons: {reasons}"]
 
 
-def format_table(run: RunResult) -> str:
-    """A Markdown table (readable on a terminal too) plus the environment and exclusions."""
-    header = table_header(run)
-    rows = table_rows(run)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    widths[-1] = len(header[-1])  # do not pad the free-text column
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
-
+def header_lines(run: RunResult) -> list[str]:
     env = run.environment
     c = run.ceilings
-    out = [
+    peers = sorted({f"{i.version}" for i in run.implementations if i.role == "peer"})
+    return [
         f"GPU {env.get('gpu')} (driver {env.get('driver')}), torch {env.get('torch')}, "
-        f"triton {env.get('triton')}, chord-kernels {env.get('chord_kernels')}, commit {env.get('commit')}",
+        f"triton {env.get('triton')}, chord-kernels {env.get('chord_kernels')}, commit {env.get('commit')}"
+        + (f", peers: {', '.join(peers)}" if peers else ""),
         f"ceilings: copy {c['copy_tbps']:.2f} TB/s, bf16 {c['bf16_tflops']:.0f} TFLOP/s ({c['source']}); "
         f"run {run.created_utc}; command: {run.command}",
         *_clock_line(run.clocks),
-        "",
-        line(header),
-        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
-        *(line(r) for r in rows),
     ]
-    notes = exclusion_notes(run)
-    unavailable = [i for i in run.implementations if not i.available]
-    if notes or unavailable:
-        out.append("")
-    out += [f"- {i.name}: not run: {i.reason}" for i in unavailable]
-    out += [f"- {n}" for n in notes]
-    out += [f"- {i.name}: {i.version}" for i in run.implementations if i.role == "peer"]
+
+
+def notes(run: RunResult) -> list[str]:
+    """Implementations that did not run, excluded candidates, peer versions, the grouped caveat."""
+    out = [f"- {i.name}: not run: {i.reason}" for i in run.implementations if not i.available]
+    out += [f"- {n}" for n in exclusion_notes(run)]
+    out += [f"- {i.name}: {i.version}" + (f"; {i.extra['mode']}" if i.extra.get("mode") else "")
+            for i in run.implementations if i.role == "peer"]
+    if _chords(run) and any(s.family != "indexed" for s in run.scenarios):
+        out.append(f"- * {GROUPED_NOTE}")
+    return out
+
+
+def format_table(run: RunResult) -> str:
+    """The whole report as Markdown (readable on a terminal too): environment, the per-GEMM table,
+    notes, and the summary table last."""
+    out = [*header_lines(run), "", *_markdown(table_header(run), table_rows(run), free_last=True)]
+    extra = notes(run)
+    if extra:
+        out += ["", *extra]
+    out += ["", *_markdown(summary_header(run), summary_rows(run))]
     return "\n".join(out)
+
+
+def print_table(run: RunResult, file=None) -> None:
+    """Print the report; on a terminal with ``rich`` installed, the summary as a rich table."""
+    file = file or sys.stdout
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        Console = None
+    if Console is None or not file.isatty():
+        print(format_table(run), file=file, flush=True)
+        return
+    console = Console(file=file)
+    print("\n".join([*header_lines(run), "", *_markdown(table_header(run), table_rows(run), free_last=True)]),
+          file=file)
+    for line in notes(run):
+        console.print(line, markup=False)
+    table = Table(title="summary: gate_up + down µs; Chord vs the best peer path (> 1: Chord faster)")
+    for col in summary_header(run):
+        table.add_column(col, justify="left" if col in ("scenario", "draw") or col.startswith("best ") else "right")
+    for row in summary_rows(run):
+        table.add_row(*row)
+    console.print(table)
 
 
 def exclusion_notes(run: RunResult) -> list[str]:
     """Candidates that were built but excluded (wrong output or errors), grouped per GEMM."""
-    notes = []
+    found = []
     for s in run.scenarios:
         for name, r in s.impls.items():
             for gemm_name, g in r.gemms.items():
                 bad = g.excluded
                 if bad:
                     detail = "; ".join(f"[{b.config}] {b.status}: {b.reason}" for b in bad)
-                    notes.append(f"{name} {s.scenario}/{s.draw} {gemm_name}: {len(bad)} of "
+                    found.append(f"{name} {s.scenario}/{s.draw} {gemm_name}: {len(bad)} of "
                                  f"{len(g.candidates)} configs excluded: {detail}")
-    return notes
-
-
-def _series(run: RunResult, draw: str) -> dict[str, list[ScenarioResult]]:
-    groups: dict[str, list[ScenarioResult]] = defaultdict(list)
-    for s in run.scenarios:
-        if s.draw == draw:
-            groups[s.series].append(s)
-    return {k: sorted(v, key=lambda s: s.tokens) for k, v in groups.items()}
+    return found
 
 
 def plot(run: RunResult, out_dir: Path) -> list[Path]:
-    """One PNG per routing draw: a latency-vs-rows panel per series, one line per implementation."""
+    """One PNG per routing draw: per scenario, every implementation's % of the floor side by side
+    (higher is better, 100 % = the floor), with Chord's ratio against the best peer path above."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
 
     paths = []
-    draws = sorted({s.draw for s in run.scenarios})
-    for draw in draws:
-        groups = _series(run, draw)
-        cols = min(3, len(groups))
-        nrows = -(-len(groups) // cols)
-        fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.0 * nrows), squeeze=False)
-        for ax, (series, items) in zip(axes.flat, groups.items(), strict=False):
-            x = [s.tokens for s in items]
-            ax.plot(x, [s.floor_us for s in items], "k--", marker="_", ms=10, lw=1.2, label="floor")
-            for name in run.impl_names():
-                pts = [(s.tokens, s.impls[name].total_us) for s in items
-                       if name in s.impls and s.impls[name].total_us]
-                if pts:
-                    ax.plot(*zip(*pts, strict=True), marker="o", ms=4, label=name)
-            unit = "tokens (top-8)" if items[0].top_k > 1 else "routed rows"
-            ax.set(xscale="log", yscale="log", xlabel=unit, ylabel="gate_up + down, µs",
-                   title=f"{series} — {draw} routing (lower is better)")
-            ax.set_xticks(x, [str(v) for v in x], rotation=30, fontsize=8)
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
-        for ax in list(axes.flat)[len(groups):]:
-            ax.axis("off")
+    names = _timed_names(run)
+    groups = _groups(run)
+    chords = _chords(run)
+    for draw in sorted({s.draw for s in run.scenarios}):
+        items = [s for s in run.scenarios if s.draw == draw]
+        width = 0.8 / max(1, len(names))
+        fig, ax = plt.subplots(figsize=(max(8.0, 0.9 * len(items) * max(1, len(names)) / 2.5), 4.8))
+        for j, name in enumerate(names):
+            xs = [i + (j - (len(names) - 1) / 2) * width for i in range(len(items))]
+            ys = [s.pct_of_floor(name) or 0.0 for s in items]
+            ax.bar(xs, ys, width, label=name)
+        for i, s in enumerate(items):
+            labels = []
+            for c in chords:
+                for group, peers in groups.items():
+                    ratio = ratio_vs_best(s, c, peers)
+                    if ratio is not None:
+                        labels.append(f"{ratio:.2f}x" + ("" if len(groups) == 1 else f" {group}"))
+            top = max([s.pct_of_floor(n) or 0.0 for n in names] + [0.0])
+            if labels:
+                ax.text(i, top + 3, "\n".join(labels), ha="center", va="bottom", fontsize=7,
+                        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.7"})
+        ax.axhline(100, color="k", ls="--", lw=1)
+        ax.set_xticks(range(len(items)), [f"{s.scenario}{'*' if s.family != 'indexed' else ''}" for s in items],
+                      rotation=30, ha="right", fontsize=8)
+        ax.set_ylabel("% of the floor (higher is better)")
+        if chords and any(s.family != "indexed" for s in items):
+            ax.set_xlabel("* Chord runs its indexed kernel on grouped scenarios (no grouped kernels yet)", fontsize=8)
+        ax.set_ylim(0, 125)
         gpu = run.environment.get("gpu") or "GPU"
-        fig.suptitle(f"Chord MoE GEMM latency on {gpu}, {run.created_utc}", fontsize=10)
+        ax.set_title(f"gate_up + down on {gpu}, {draw} routing, {run.created_utc}; "
+                     f"above: Chord vs the best peer path", fontsize=9)
+        ax.legend(fontsize=7, ncol=min(6, len(names)), loc="upper center", bbox_to_anchor=(0.5, -0.25))
+        ax.grid(True, axis="y", alpha=0.3)
         fig.tight_layout()
-        path = out_dir / f"latency_{draw}.png"
-        fig.savefig(path, dpi=110)
+        path = out_dir / f"side_by_side_{draw}.png"
+        tmp = path.with_name(path.stem + ".tmp.png")
+        fig.savefig(tmp, dpi=110)
         plt.close(fig)
+        tmp.replace(path)
         paths.append(path)
     return paths
 
 
 def write_all(run: RunResult, out_dir: Path, *, with_plot: bool = True) -> dict[str, Path]:
-    """results.json, table.md and latency_<draw>.png under ``out_dir``."""
+    """results.json, table.md and side_by_side_<draw>.png under ``out_dir`` (each written whole:
+    to a temporary name, then renamed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     files = {"json": run.write_json(out_dir / "results.json")}
     table = out_dir / "table.md"
-    table.write_text(format_table(run) + "\n")
+    tmp = table.with_suffix(".md.tmp")
+    tmp.write_text(format_table(run) + "\n")
+    tmp.replace(table)
     files["table"] = table
     if with_plot and run.scenarios:
         for p in plot(run, out_dir):
