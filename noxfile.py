@@ -84,6 +84,8 @@ def gpu(session: nox.Session) -> None:
 @nox.session(name="bench-h200", venv_backend="none")
 def bench_h200(session: nox.Session) -> None:
     """On the H200, with its own torch: every scenario, Chord side by side with the reference, the
-    bf16 ceiling and, with `-- --peer humming-kernels`, every humming-kernels path vLLM would run."""
+    bf16 ceiling and, with `-- --peer humming-kernels`, every humming-kernels path vLLM 0.33 would
+    run (humming importable from the caller's PYTHONPATH or site-packages)."""
+    path = os.pathsep.join(p for p in (_src_path(), os.environ.get("PYTHONPATH", "")) if p)
     session.run("python3", "-m", "chord_bench", "--out", str(ROOT / "bench-results" / "h200"),
-                *session.posargs, env={"PYTHONPATH": _src_path()})
+                *session.posargs, env={"PYTHONPATH": path})

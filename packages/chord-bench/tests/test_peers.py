@@ -258,6 +258,12 @@ def test_cli_rejects_bad_input(capsys):
     assert "error:" in capsys.readouterr().err
 
 
+def test_cli_says_it_needs_a_gpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["--quick", "--scenarios", "ep8_decode", "--out", str(tmp_path)]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
 def test_cli_defaults():
     args = parse_args(["--quick", "--peer", "humming-kernels", "--peer-sweep", "--out", "o"])
     assert args.quick and args.peer == ["humming-kernels"] and args.peer_sweep and str(args.out) == "o"

@@ -66,6 +66,7 @@ def fake_run() -> RunResult:
                 })
             run.scenarios.append(sres)
     run.scenarios[0].impls["bf16-ceiling"] = ImplResult("failed", "out of memory")
+    run.scenarios[0].impls["humming-masked"] = ImplResult("skipped", "vLLM does not run humming grouped_masked here")
     return run
 
 
@@ -119,6 +120,7 @@ def test_table_shows_microseconds_ratio_floor_and_exclusions():
     assert "chord-grouped: not run: not built yet" in text
     assert "1 of 2 configs excluded: [cfg-b] wrong: mismatch" in text
     assert "failed: out of memory" in text
+    assert not any(r["impl"] == "humming-masked" and r["scenario"] == "ep8_decode" for r in rows)  # not applicable
 
 
 def test_summary_is_last_and_holds_every_implementation_and_the_ratio_to_the_best_path():

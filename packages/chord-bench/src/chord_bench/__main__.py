@@ -18,7 +18,7 @@ from pathlib import Path
 from chord_bench import scenarios as scenarios_mod
 from chord_bench.impls import builtin_implementations
 from chord_bench.peers import KNOWN_PEERS, make_peers
-from chord_kernels import ChordInputError
+from chord_kernels import ChordInputError, ChordUnsupportedError
 
 QUICK_REP_MS = 10.0
 FULL_REP_MS = 25.0
@@ -114,14 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     def checkpoint(result) -> None:
         report.write_all(result, out_dir, with_plot=False)
 
-    result = runner.run(
-        chosen, impls, draws=draws, seed=args.seed, device=args.device,
-        rep_ms=args.rep_ms or (QUICK_REP_MS if args.quick else FULL_REP_MS),
-        timing_method=args.timing, measure_ceilings=not args.nominal_ceilings,
-        options={"quick": args.quick, "scenarios": [s.id for s in chosen], "peer_sweep": args.peer_sweep},
-        on_update=checkpoint,
-        deadline_s=None if args.max_minutes is None else args.max_minutes * 60,
-    )
+    try:
+        result = runner.run(
+            chosen, impls, draws=draws, seed=args.seed, device=args.device,
+            rep_ms=args.rep_ms or (QUICK_REP_MS if args.quick else FULL_REP_MS),
+            timing_method=args.timing, measure_ceilings=not args.nominal_ceilings,
+            options={"quick": args.quick, "scenarios": [s.id for s in chosen], "peer_sweep": args.peer_sweep},
+            on_update=checkpoint,
+            deadline_s=None if args.max_minutes is None else args.max_minutes * 60,
+        )
+    except ChordUnsupportedError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     files = report.write_all(result, out_dir, with_plot=not args.no_plot)
     print("wrote " + ", ".join(str(p) for p in files.values()), file=sys.stderr)
     report.print_table(result)

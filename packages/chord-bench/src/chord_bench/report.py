@@ -54,14 +54,16 @@ def table_header(run: RunResult) -> list[str]:
 
 
 def table_rows(run: RunResult) -> list[list[str]]:
-    """One row per (scenario, draw, implementation) that was attempted."""
+    """One row per (scenario, draw, implementation) that was attempted (an implementation that
+    does not apply to a scenario, e.g. a humming path vLLM would not use there, has no row; the
+    JSON keeps why)."""
     groups = _groups(run)
     roles = {i.name: i.role for i in run.implementations}
     rows = []
     for s in run.scenarios:
         for name in run.impl_names():
             r = s.impls.get(name)
-            if r is None:
+            if r is None or r.status == "skipped":
                 continue
             up, down = r.gemms.get("gate_up"), r.gemms.get("down")
             if r.status == "ok":

@@ -44,6 +44,7 @@ from chord_bench.scenarios import (
     gemm_costs,
 )
 from chord_bench.timing import bench, interleaved
+from chord_kernels import ChordUnsupportedError
 
 Log = Callable[[str], None]
 
@@ -222,7 +223,7 @@ def run(
     """Benchmark ``scenarios`` x ``draws`` with ``impls``; see the module docstring."""
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
-        raise RuntimeError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
+        raise ChordUnsupportedError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
     start = time.monotonic()
     if device.index is None:  # several torch APIs (e.g. memory queries) need an explicit index
         device = torch.device("cuda", torch.cuda.current_device())
