@@ -189,6 +189,34 @@ def test_warm_up_compiles_each_launched_kernel_once_for_all_paths(monkeypatch):
     assert all(p.lib is lib for p in paths) and len(lib.paths) == 3
 
 
+def test_ranges_are_computed_once_and_kept_on_disk(tmp_path, monkeypatch):
+    import types
+
+    monkeypatch.setenv("CHORD_BENCH_CACHE", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: types.SimpleNamespace(name="NVIDIA H200", multi_processor_count=132))
+    calls = []
+
+    def heuristics(layer_config, use_f16_accum, use_batch_invariant, gemm_type):
+        calls.append(gemm_type)
+        return [(0, 1 << 30, cfg(8))]  # tuples, as humming returns them
+
+    def fresh(version: str = "0.1.19") -> H.HummingKernels:
+        lib = H.HummingKernels()
+        lib.version, lib.api = version, {"get_heuristics_config": heuristics}
+        return lib
+
+    layer = FakeLayer(48, 4096, 7168)
+    assert fresh().ranges(layer, "indexed") == [[0, 1 << 30, cfg(8)]] and calls == ["indexed"]
+    assert fresh().ranges(layer, "indexed") == [[0, 1 << 30, cfg(8)]] and calls == ["indexed"]  # from disk
+    fresh().ranges(layer, "grouped_masked")
+    fresh("0.1.20").ranges(layer, "indexed")  # another version: computed again
+    assert calls == ["indexed", "grouped_masked", "indexed"]
+    assert len(list((tmp_path / "humming-ranges").glob("*.json"))) == 3
+    assert not list((tmp_path / "humming-ranges").glob("*.tmp"))
+
+
 def test_a_path_declines_scenarios_vllm_would_not_run_it_on():
     lib = FakeHumming()
     up, _ = problems_for("tp8_1024")

@@ -37,12 +37,15 @@ vLLM-default paths.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -138,6 +141,18 @@ def describe(config: dict, lo: int | None = None, hi: int | None = None) -> str:
     if lo is not None:
         text += f" [m in ({lo}, {hi}]]"
     return text
+
+
+def cache_dir() -> Path:
+    """Where chord-bench keeps what is slow to recompute (``$CHORD_BENCH_CACHE``)."""
+    return Path(os.environ.get("CHORD_BENCH_CACHE", Path.home() / ".cache" / "chord-bench"))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 def installed_version() -> str | None:
@@ -237,12 +252,24 @@ class HummingKernels:
         return self.load()["prepare_layer_config"](**args)
 
     def ranges(self, layer_config: Any, gemm_type: str) -> list:
-        """vLLM's tuning config: ``get_heuristics_config(layer_config, gemm_type=...)``, no shape."""
+        """vLLM's tuning config: ``get_heuristics_config(layer_config, gemm_type=...)``, no shape.
+
+        It takes seconds per (layer, gemm type), so the result is also kept on disk under
+        ``$CHORD_BENCH_CACHE`` (default ``~/.cache/chord-bench``), keyed by everything it depends
+        on: humming's version, the layer config, the gemm type, the compute config and the GPU."""
         key = (layer_config.to_str(), gemm_type)
         with self._ranges_lock:
             if key not in self._ranges:
-                self._ranges[key] = self.load()["get_heuristics_config"](
-                    layer_config, use_f16_accum=False, use_batch_invariant=False, gemm_type=gemm_type)
+                props = torch.cuda.get_device_properties(torch.cuda.current_device())
+                ident = json.dumps([self.version, *key, COMPUTE_CONFIG, props.name, props.multi_processor_count])
+                path = cache_dir() / "humming-ranges" / f"{hashlib.sha256(ident.encode()).hexdigest()[:24]}.json"
+                if path.exists():
+                    self._ranges[key] = json.loads(path.read_text())["ranges"]
+                else:
+                    ranges = self.load()["get_heuristics_config"](
+                        layer_config, use_f16_accum=False, use_batch_invariant=False, gemm_type=gemm_type)
+                    self._ranges[key] = json.loads(json.dumps(ranges))  # as the JSON vLLM passes
+                    _write_atomic(path, json.dumps({"key": json.loads(ident), "ranges": self._ranges[key]}))
             return self._ranges[key]
 
     def weight(self, weight: WeightSet) -> HummingWeight:
