@@ -9,7 +9,7 @@ import nox
 from nox.command import CommandFailed
 
 ROOT = Path(__file__).parent
-PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave")
+PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave", "chord-bench")
 # CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
 TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
 
@@ -84,6 +84,9 @@ def gpu(session: nox.Session) -> None:
 
 @nox.session(name="bench-h200", venv_backend="none")
 def bench_h200(session: nox.Session) -> None:
-    """Every benchmark scenario, Chord side by side with peers (`-- --peer humming=/path`)."""
-    session.run("python3", "-m", "chord_kernels.bench", "--out", str(ROOT / "bench-results" / "h200"),
-                *session.posargs, env={"PYTHONPATH": _src_path()})
+    """On the H200, with its own torch: every scenario, Chord side by side with the reference, the
+    bf16 ceiling and, with `-- --peer humming-kernels`, every humming-kernels path vLLM 0.33 would
+    run (humming importable from the caller's PYTHONPATH or site-packages)."""
+    path = os.pathsep.join(p for p in (_src_path(), os.environ.get("PYTHONPATH", "")) if p)
+    session.run("python3", "-m", "chord_bench", "--out", str(ROOT / "bench-results" / "h200"),
+                *session.posargs, env={"PYTHONPATH": path})

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave")
+PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave", "chord-bench")
 
 
 def _environment() -> dict[str, str]:

@@ -1,11 +1,13 @@
-"""One-call device check of the indexed decode kernel (H200): compile, GPU tests, sanitizers, benchmarks.
+"""One-call device check of the indexed decode kernel (H200): compile, GPU tests, sanitizers, sweeps, ncu.
 
-    PYTHONPATH=packages/chord-kernels/src python3 ci/indexed_check.py --out $OUT
+    PYTHONPATH=packages/chord-kernels/src:packages/chord-bench/src python3 ci/indexed_check.py --out $OUT
 
-Prints a short table last and writes ``indexed_check.json`` to ``--out``. Benchmarks follow
-/work/shared/BENCHMARKS.md: per GEMM, CUDA-graph replays timed with events (median), fresh random
-weights larger than L2, floor = bytes / 4.27 TB/s with bytes = int4 + scales of the experts that
-received rows + activations read once + outputs written once.
+Prints a short table last and writes ``indexed_check.json`` to ``--out``. This script orchestrates;
+the benchmark knowledge lives in chord_bench: scenarios, routing draws, seeded weights and
+problems (``chord_bench.problems``), floors (``GemmCost.floor_us``), the output check against the
+reference, Chord's candidate with an overridden configuration (``ChordIndexedImpl.candidate``) and
+the interleaved CUDA-graph timing (``chord_bench.timing``). The sweep below only chooses which
+configurations to try besides the default.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import functools
 import json
 import os
 import shutil
@@ -25,21 +26,19 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-COPY_TBPS_FLOOR = 4.27  # TB/s, BENCHMARKS.md
+SCENARIOS = ("ep8_decode", "tp8_decode160", "ep8_tok16", "tp8_1024", "ep8_tok43", "tp8_8192")
+"""chord_bench scenario ids the sweep and the summary cover."""
 SANITIZE_SNIPPET = r"""
 import torch, chord_kernels
+from chord_kernels.formats import random_quantized
 from chord_kernels.indexed import gemm
 from chord_kernels.routing import align_block_size
 g = torch.Generator(device="cuda").manual_seed(1)
-def w(e, n, k):
-    x = torch.randint(0, 1 << 32, (e, n, k // 8), generator=g, device="cuda", dtype=torch.int64)
-    p = torch.where(x >= 1 << 31, x - (1 << 32), x).to(torch.int32)
-    return p, ((torch.rand(e, n, k // 32, generator=g, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
 # The last three shapes take the wide configs (256-, 128- and 192-channel tiles, balanced schedule, split items).
 for e, n, k, m, top_k, bm, mapped in [(6, 40, 96, 9, 2, 8, False), (8, 64, 320, 12, 3, 16, True),
                                       (6, 264, 1056, 20, 2, 8, True), (6, 200, 1056, 40, 3, 24, True),
                                       (4, 264, 1056, 90, 2, 64, True)]:
-    pw = chord_kernels.pack("indexed", *w(e, n, k), profile="h200_ep8")
+    pw = chord_kernels.pack("indexed", *random_quantized(e, n, k, generator=g, device="cuda"), profile="h200_ep8")
     ge = 4 * e if mapped else e
     emap = None
     if mapped:
@@ -144,18 +143,11 @@ def run_sanitizers(env: dict, checks: tuple[str, ...] = ("memcheck", "racecheck"
 
 
 def graph_time_us(fn, launches: int = 10, reps: int = 15) -> float:
-    from chord_kernels.bench.timing import GraphTimer
+    from chord_bench.timing import GraphTimer
 
     timer = GraphTimer(fn, launches=launches)
     timer.run(reps)
     return timer.median_us()
-
-
-def copy_bandwidth() -> float:
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    y = torch.empty_like(x)
-    us = graph_time_us(lambda: y.copy_(x), launches=5, reps=10)
-    return 2 * (1 << 30) / (us * 1e-6) / 1e12
 
 
 _STREAM_SOURCE = r"""
@@ -233,140 +225,86 @@ def stream_ceilings() -> dict:
     return res
 
 
-def random_weight(e: int, n: int, k: int, gen: torch.Generator, profile: str):
-    import chord_kernels
+def sweep_variants(scenario_id: str, base, n: int, k: int) -> list[tuple[str, object]]:
+    """Configurations to time besides the default ``base`` (a ``DecodeConfig``), per scenario."""
+    from chord_kernels.indexed import choose_config
+    from chord_kernels.indexed.heuristics import DecodeConfig, general_config, max_stages
 
-    words = torch.randint(0, 1 << 32, (e, n, k // 8), generator=gen, device="cuda", dtype=torch.int64)
-    packed = torch.where(words >= 1 << 31, words - (1 << 32), words).to(torch.int32)
-    del words
-    scales = ((torch.rand(e, n, k // 32, generator=gen, device="cuda") + 0.5) * 0.02).to(torch.bfloat16)
-    pw = chord_kernels.pack("indexed", packed, scales, profile=profile)
-    return pw
+    def deepest(block_m: int, **kw) -> DecodeConfig:
+        fields = {"block_m": block_m, "warps": 4, "mt": 1, "bk": 256, "ctas_per_sm": 4, "schedule": "strided", **kw}
+        stages = max_stages(block_m, warps=fields["warps"], mt=fields["mt"], bk=fields["bk"],
+                            ctas_per_sm=fields["ctas_per_sm"])
+        return DecodeConfig(**{"stages": stages, **fields})
 
-
-@dataclasses.dataclass
-class Scenario:
-    name: str
-    experts: int
-    tokens: int
-    top_k: int
-    gate_up: tuple[int, int]
-    down: tuple[int, int]
-    profile: str
-
-
-SCENARIOS = [
-    Scenario("ep8_decode", 48, 160, 1, (4096, 7168), (7168, 2048), "h200_ep8"),
-    Scenario("tp8_decode160", 384, 160, 8, (512, 7168), (7168, 256), "h200_tp8"),
-    Scenario("ep8_tok16", 48, 768, 1, (4096, 7168), (7168, 2048), "h200_ep8"),
-    Scenario("tp8_1024", 384, 1024, 8, (512, 7168), (7168, 256), "h200_tp8"),
-    Scenario("ep8_tok43", 48, 2064, 1, (4096, 7168), (7168, 2048), "h200_ep8"),
-    Scenario("tp8_8192", 384, 8192, 8, (512, 7168), (7168, 256), "h200_tp8"),
-]
+    if scenario_id in ("ep8_decode", "tp8_decode160"):
+        return [(s, dataclasses.replace(base, schedule=s)) for s in ("strided", "dynamic", "balanced")] + [
+            ("w4mt2c4", deepest(base.block_m, schedule="balanced", mt=2, ctas_per_sm=4)),
+            ("default2", base),  # the default again: what "equal" looks like in this run
+        ]
+    if scenario_id in ("ep8_tok16", "tp8_1024"):
+        other = "balanced" if base.schedule == "strided" else "strided"
+        return [(other, dataclasses.replace(base, schedule=other)),
+                ("general", general_config(base.block_m)), ("bm32", choose_config(n, k, 32)),
+                ("bm16", choose_config(n, k, 16)), ("general16", general_config(16))]
+    if scenario_id in ("ep8_tok43", "tp8_8192"):
+        bm64 = choose_config(n, k, 64)
+        return [("bm64", bm64), ("bm64_str", dataclasses.replace(bm64, schedule="strided")),
+                ("bm48", choose_config(n, k, 48))]
+    return []
 
 
-def sweep_config(block_m: int, **kw):
-    """A decode config with the deepest pipeline that fits, overriding the given fields."""
-    from chord_kernels.indexed.heuristics import DecodeConfig, max_stages
+def bench(sweep: bool, seed: int, clocks=None) -> list[dict]:
+    """Chord's default (and with ``sweep`` the variants) per GEMM of :data:`SCENARIOS`, each checked
+    against the reference, then all timed in interleaved rounds (v1 v2 ... v1 v2 ...): the H200
+    runs these kernels at its power cap, where the SM clock wanders by up to ~20 %, so back-to-back
+    blocks of one variant would compare clock states, not kernels."""
+    from chord_bench import scenarios as S
+    from chord_bench.impls import ChordIndexedImpl
+    from chord_bench.problems import WeightCache, scenario_problems
+    from chord_bench.timing import interleaved
+    from chord_kernels.indexed import DecodeConfig
 
-    fields = {"block_m": block_m, "warps": 4, "mt": 1, "bk": 256, "ctas_per_sm": 4, "schedule": "strided", **kw}
-    stages = max_stages(block_m, warps=fields["warps"], mt=fields["mt"], bk=fields["bk"],
-                        ctas_per_sm=fields["ctas_per_sm"])
-    return DecodeConfig(**{"stages": stages, **fields})
-
-
-def bench(sweep: bool, clocks=None) -> list[dict]:
-    from chord_kernels.bench.timing import GraphTimer
-    from chord_kernels.indexed import choose_block_m, choose_config, gemm
-    from chord_kernels.indexed.heuristics import DecodeConfig, general_config
-    from chord_kernels.indexed.ops import planned_config
-    from chord_kernels.routing import align_block_size
-
-    gen = torch.Generator(device="cuda").manual_seed(int(time.time()))
+    impl = ChordIndexedImpl()
+    weights = WeightCache(seed, torch.device("cuda"))
     rows = []
-    for sc in SCENARIOS:
-        w13 = random_weight(sc.experts, *sc.gate_up, gen, sc.profile)
-        w2 = random_weight(sc.experts, *sc.down, gen, sc.profile)
-        # Distinct experts per token, uniform routing (BENCHMARKS.md).
-        ids = torch.rand(sc.tokens, sc.experts, generator=gen, device="cuda").argsort(dim=1)[:, :sc.top_k]
-        slots = sc.tokens * sc.top_k
-        active = int((torch.bincount(ids.reshape(-1), minlength=sc.experts) > 0).sum())
-        hidden = torch.randn(sc.tokens, sc.gate_up[1], generator=gen, device="cuda").to(torch.bfloat16)
-        act = torch.randn(slots, sc.down[1], generator=gen, device="cuda").to(torch.bfloat16)
-        tw = torch.rand(slots, generator=gen, device="cuda")
-        bm_default = choose_block_m(w13, slots)
-        for proj, w, a, top_k, weights in (("gate_up", w13, hidden, sc.top_k, None),
-                                           ("down", w2, act, 1, tw)):
-            n, k = w.n, w.k
-            floor_bytes = active * n * k * 0.5625 + a.numel() * 2 + slots * n * 2
-            floor_us = floor_bytes / (COPY_TBPS_FLOOR * 1e12) * 1e6
-            r0 = align_block_size(ids, bm_default, sc.experts)
-            num_blocks = min(r0.expert_ids.numel(), r0.sorted_token_ids.numel() // bm_default)
-            default = planned_config(w, bm_default, num_blocks, torch.cuda.get_device_properties(0).multi_processor_count)
-            variants: list[tuple[str, DecodeConfig]] = [("default", default)]
-            if sweep and sc.name in ("ep8_decode", "tp8_decode160"):
-                base = variants[0][1]
-                bal = functools.partial(sweep_config, base.block_m, schedule="balanced")
-                variants += [
-                    ("strided", dataclasses.replace(base, schedule="strided")),
-                    ("dynamic", dataclasses.replace(base, schedule="dynamic")),
-                    ("balanced", dataclasses.replace(base, schedule="balanced")),
-                    ("w4mt2c4", bal(mt=2, ctas_per_sm=4)),
-                    ("default2", base),  # the default again: what "equal" looks like in this run
-                ]
-            if sweep and sc.name in ("ep8_tok16", "tp8_1024"):
-                base = variants[0][1]
-                other = "balanced" if base.schedule == "strided" else "strided"
-                variants += [
-                    (other, dataclasses.replace(base, schedule=other)),
-                    ("general", general_config(base.block_m)),  # the configuration before 2026-11-30 03:40
-                    ("bm32", choose_config(n, k, 32)),
-                    ("bm16", choose_config(n, k, 16)),
-                    ("general16", general_config(16)),
-                ]
-            if sweep and sc.name in ("ep8_tok43", "tp8_8192"):
-                bm64 = choose_config(n, k, 64)
-                variants += [
-                    ("bm64", bm64),
-                    ("bm64_str", dataclasses.replace(bm64, schedule="strided")),
-                    ("bm48", choose_config(n, k, 48)),
-                ]
-            # Every variant's graph is captured first, then all are timed in interleaved rounds
-            # (v1 v2 ... v1 v2 ...) and each reports its median: the H200 runs these kernels at its
-            # power cap, where the SM clock wanders by up to ~20 %, so back-to-back blocks of one
-            # variant would compare clock states, not kernels.
-            timed: list[tuple[str, DecodeConfig, object, torch.Tensor]] = []
-            for label, cfg in variants:
-                r = align_block_size(ids, cfg.block_m, sc.experts)
-                args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
-                out = torch.empty(slots, n, dtype=torch.bfloat16, device="cuda")
+    for sid in SCENARIOS:
+        routing, problems = scenario_problems(S.SCENARIOS[sid], "uniform", seed, weights)
+        for p in problems:
+            default = impl.candidate(p)  # the configuration gemm plans; detail holds its fields
+            base = DecodeConfig(**default.detail)
+            variants = sweep_variants(sid, base, p.shape.n, p.shape.k) if sweep else []
+            cands = {"default": default}
+            for label, v in variants:
                 try:
-                    timer = GraphTimer(functools.partial(
-                        gemm, a, w, *args, block_m=cfg.block_m, top_k=top_k, topk_weights=weights,
-                        out=out, config=cfg))
+                    cands[label] = impl.candidate(p, v, label)
                 except Exception as exc:  # keep benchmarking the other variants
-                    log(f"{sc.name} {proj} {label}: FAILED {type(exc).__name__}: {exc}")
+                    log(f"{sid} {p.name} {label}: FAILED {type(exc).__name__}: {exc}")
+            checked = {}
+            for label, c in cands.items():
+                try:
+                    wrong = c.check(p)
+                except Exception as exc:
+                    wrong = f"{type(exc).__name__}: {exc}"
+                if wrong:
+                    log(f"{sid} {p.name} {label}: EXCLUDED {wrong}")
+                    rows.append({"scenario": sid, "proj": p.name, "variant": label, "excluded": wrong})
                     continue
-                timed.append((label, cfg, timer, out))
-            rounds = 5 if len(timed) > 1 else 3
-            for _ in range(rounds):
-                for _label, _cfg, timer, _out in timed:
-                    timer.run(reps=3, clocks=clocks)
-            ref_out = timed[0][3] if timed else None
-            for label, cfg, timer, out in timed:
+                checked[label] = c
+            timers = interleaved({label: c.run for label, c in checked.items()}, rounds=5 if len(checked) > 1 else 3,
+                                 clocks=clocks)
+            floor_us = p.cost.floor_us(S.NOMINAL_H200)
+            for label, timer in timers.items():
                 us, mhz = timer.median_us(), timer.median_mhz()
-                check_err = ((out.float() - ref_out.float()).norm() / ref_out.float().norm()).item()
-                row = {"scenario": sc.name, "proj": proj, "variant": label, "config": dataclasses.asdict(cfg),
-                       "rel_err_vs_default": round(check_err, 6),
+                row = {"scenario": sid, "proj": p.name, "variant": label, "config": checked[label].detail,
                        "us": round(us, 2), "us_min": round(min(timer.samples), 2), "floor_us": round(floor_us, 2),
-                       "frac_floor": round(floor_us / us, 3), "tbps": round(floor_bytes / (us * 1e-6) / 1e12, 3),
-                       "active_experts": active, "slots": slots, "sm_mhz": mhz}
+                       "frac_floor": round(floor_us / us, 3), "tbps": round(p.cost.bytes / (us * 1e-6) / 1e12, 3),
+                       "active_experts": routing.experts_used, "slots": p.num_slots, "sm_mhz": mhz}
                 rows.append(row)
-                log(f"{sc.name:14s} {proj:7s} {label:9s} {us:8.1f} us (min {min(timer.samples):7.1f})  floor "
+                log(f"{sid:14s} {p.name:7s} {label:9s} {us:8.1f} us (min {min(timer.samples):7.1f})  floor "
                     f"{floor_us:7.1f}  {100 * floor_us / us:5.1f}%  {row['tbps']:.2f} TB/s  SM {mhz} MHz  "
-                    f"err {check_err:.1e}  {cfg}")
-            del timed
-        del w13, w2
+                    f"{checked[label].config}")
+            del cands, checked, timers
+        del problems
         torch.cuda.empty_cache()
     return rows
 
@@ -386,24 +324,18 @@ def run_phase(phase: str, out_dir: Path, env: dict, timeout: int, extra: tuple[s
     return {"rc": rc, "result": result}
 
 
-def ncu_target() -> None:
+def ncu_target(seed: int) -> None:
     """Two launches for ncu, default configs: ep8_decode gate_up, then tp8_decode160 down."""
-    from chord_kernels.indexed import choose_config, gemm
-    from chord_kernels.routing import align_block_size
+    from chord_bench import scenarios as S
+    from chord_bench.impls import ChordIndexedImpl
+    from chord_bench.problems import WeightCache, scenario_problems
 
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    for sc, (n, k) in ((SCENARIOS[0], SCENARIOS[0].gate_up), (SCENARIOS[1], SCENARIOS[1].down)):
-        w = random_weight(sc.experts, n, k, gen, sc.profile)
-        ids = torch.rand(sc.tokens, sc.experts, generator=gen, device="cuda").argsort(dim=1)[:, :sc.top_k]
-        down = (n, k) == sc.down
-        rows = sc.tokens * sc.top_k if down else sc.tokens
-        a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
-        tw = torch.rand(sc.tokens * sc.top_k, generator=gen, device="cuda") if down else None
-        r = align_block_size(ids, 8, sc.experts)
-        gemm(a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=8,
-             top_k=1 if down else sc.top_k, topk_weights=tw, config=choose_config(n, k, 8))
+    impl = ChordIndexedImpl()
+    weights = WeightCache(seed, torch.device("cuda"))
+    for sid, gemm in (("ep8_decode", 0), ("tp8_decode160", 1)):
+        _, problems = scenario_problems(S.SCENARIOS[sid], "uniform", seed, weights)
+        impl.candidate(problems[gemm]).run()
         torch.cuda.synchronize()
-        del w
 
 
 NCU_SECTIONS = ("Speed Of Light Throughput", "Compute Workload Analysis", "Memory Workload Analysis",
@@ -447,14 +379,15 @@ def hottest_sass(csv_text: str, top: int = 25) -> list[str]:
     return out
 
 
-def run_ncu(env: dict, out_dir: Path) -> dict:
+def run_ncu(env: dict, out_dir: Path, seed: int) -> dict:
     tool = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     if not Path(tool).exists():
         return {"skipped": "ncu not found"}
     t0 = time.time()
     report = Path("/tmp/chord_indexed_ncu")
     cmd = [tool, "--clock-control", "none", "--set", "full", "-k", "regex:chord_indexed", "-c", "2", "-f",
-           "-o", str(report), sys.executable, __file__, "--phase", "ncu_target", "--out", str(out_dir)]
+           "-o", str(report), sys.executable, __file__, "--phase", "ncu_target", "--seed", str(seed),
+           "--out", str(out_dir)]
     try:
         out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     except subprocess.TimeoutExpired:
@@ -498,9 +431,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     parser.add_argument("--phase", choices=("smoke", "bench", "ncu_target"), default=None)
+    parser.add_argument("--seed", type=int, default=0, help="chord_bench seed of weights, activations and routing")
     parser.add_argument("--skip-tests", action="store_true")
     parser.add_argument("--skip-sanitizers", action="store_true")
     parser.add_argument("--no-sweep", action="store_true")
+    parser.add_argument("--stream-ceilings", action="store_true",
+                        help="also measure read-only and bulk-copy streaming ceilings (docs/optimization.md)")
     parser.add_argument("--sanitizers", default="memcheck,racecheck",
                         help="comma-separated compute-sanitizer tools to run")
     parser.add_argument("--ncu", action="store_true",
@@ -509,33 +445,36 @@ def main() -> int:
     out_dir = Path(opts.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     if opts.phase == "ncu_target":
-        ncu_target()
+        ncu_target(opts.seed)
         return 0
     if opts.phase == "smoke":
         (out_dir / "phase_smoke.json").write_text(json.dumps(smoke()))
         return 0
     if opts.phase == "bench":
-        rows = {"copy_tbps": round(copy_bandwidth(), 3), "ceilings": stream_ceilings()}
-        log(f"copy bandwidth {rows['copy_tbps']} TB/s")
-        from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
+        from chord_bench import ceilings
+        from chord_bench.clocks import ClockSampler, cuda_uuid
 
+        measured = ceilings.measure()
+        rows: dict = {"ceilings": dataclasses.asdict(measured)}
+        if opts.stream_ceilings:
+            rows["stream_ceilings"] = stream_ceilings()
+        log(f"ceilings: {rows['ceilings']}")
         with ClockSampler(torch.cuda.current_device(), uuid=cuda_uuid(torch.cuda.current_device())) as clocks:
-            rows["bench"] = bench(sweep=not opts.no_sweep, clocks=clocks)
+            rows["bench"] = bench(sweep=not opts.no_sweep, seed=opts.seed, clocks=clocks)
         rows["clocks"] = clocks.summary()
         log(f"clocks: {rows['clocks']}")
         (out_dir / "phase_bench.json").write_text(json.dumps(rows))
         return 0
 
     env = dict(os.environ)
-    env.setdefault("PYTHONPATH", str(ROOT / "packages/chord-kernels/src"))
+    env.setdefault("PYTHONPATH", os.pathsep.join(str(ROOT / "packages" / p / "src") for p in ("chord-kernels", "chord-bench")))
     report: dict = {"env": environment()}
     log(f"env: {report['env']}")
 
-    from chord_kernels.indexed.ops import decode_kernel, default_configs
+    from chord_kernels.jit import precompile
 
     t0 = time.time()
-    for cfg in default_configs():
-        decode_kernel(cfg).compile()
+    precompile()
     report["compile_s"] = round(time.time() - t0, 1)
     log(f"default configs compiled in {report['compile_s']} s")
 
@@ -549,36 +488,39 @@ def main() -> int:
         log(f"tests: {report['tests']}")
     if not opts.skip_sanitizers:
         report["sanitizers"] = run_sanitizers(env, tuple(c for c in opts.sanitizers.split(",") if c))
-    bench_phase = run_phase("bench", out_dir, env, timeout=240, extra=("--no-sweep",) if opts.no_sweep else ())
-    report["copy_tbps"] = bench_phase["result"].get("copy_tbps")
-    report["ceilings"] = bench_phase["result"].get("ceilings")
+    extra = ("--seed", str(opts.seed), *(("--no-sweep",) if opts.no_sweep else ()),
+             *(("--stream-ceilings",) if opts.stream_ceilings else ()))
+    bench_phase = run_phase("bench", out_dir, env, timeout=300, extra=extra)
+    for key in ("ceilings", "stream_ceilings", "clocks"):
+        report[key] = bench_phase["result"].get(key)
     report["bench"] = bench_phase["result"].get("bench", [])
     report["bench_rc"] = bench_phase["rc"]
-    report["clocks"] = bench_phase["result"].get("clocks")
     if opts.ncu:
-        report["ncu"] = run_ncu(env, out_dir)
+        report["ncu"] = run_ncu(env, out_dir, opts.seed)
     (out_dir / "indexed_check.json").write_text(json.dumps(report, indent=1))
 
-    print("\n== indexed decode kernel, H200, CUDA-graph median per GEMM ==")
+    print("\n== indexed decode kernel, H200, CUDA-graph median per GEMM (interleaved rounds) ==")
     print(f"{'scenario':14s} {'proj':7s} {'variant':9s} {'us':>8s} {'floor':>7s} {'%floor':>6s} {'TB/s':>5s} {'SM MHz':>6s}")
-    best: dict[tuple[str, str], dict] = {}
+    default: dict[tuple[str, str], dict] = {}
     for row in report["bench"]:
+        if "excluded" in row:
+            print(f"{row['scenario']:14s} {row['proj']:7s} {row['variant']:9s} EXCLUDED: {row['excluded']}")
+            continue
         print(f"{row['scenario']:14s} {row['proj']:7s} {row['variant']:9s} {row['us']:8.1f} {row['floor_us']:7.1f} "
-              f"{100 * row['frac_floor']:5.1f}% {row['tbps']:5.2f} {row.get('sm_mhz')!s:>6s} {row['rel_err_vs_default']:.0e}")
-        key = (row["scenario"], row["proj"])
+              f"{100 * row['frac_floor']:5.1f}% {row['tbps']:5.2f} {row.get('sm_mhz')!s:>6s}")
         if row["variant"] == "default":
-            best[key] = row
-    for sc in SCENARIOS:
-        pair = [best.get((sc.name, p)) for p in ("gate_up", "down")]
+            default[(row["scenario"], row["proj"])] = row
+    for sid in SCENARIOS:
+        pair = [default.get((sid, p)) for p in ("gate_up", "down")]
         if all(pair):
             us = sum(p["us"] for p in pair)
             fl = sum(p["floor_us"] for p in pair)
-            print(f"{sc.name:14s} sum(default) {us:8.1f} us  floor {fl:7.1f}  {100 * fl / us:5.1f}% of floor")
+            print(f"{sid:14s} sum(default) {us:8.1f} us  floor {fl:7.1f}  {100 * fl / us:5.1f}% of floor")
     tests = report.get("tests", {})
-    print(f"tests: {tests.get('summary')}  rc={tests.get('rc')}  copy {report['copy_tbps']} TB/s  bench rc={report['bench_rc']}")
+    print(f"tests: {tests.get('summary')}  rc={tests.get('rc')}  bench rc={report['bench_rc']}")
     for name, res in report.get("sanitizers", {}).items():
         print(f"{name}: {res}")
-    print(f"ceilings: {report.get('ceilings')}")
+    print(f"ceilings: {report.get('ceilings')}  stream: {report.get('stream_ceilings')}")
     print(f"clocks: {report.get('clocks')}")
     return 0 if tests.get("rc", 0) == 0 else 1
 

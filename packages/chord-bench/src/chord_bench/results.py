@@ -1,10 +1,14 @@
 """The result schema of a benchmark run (what the JSON file holds) and derived numbers.
 
 Everything needed to reproduce and compare a run lives in :class:`RunResult`: the environment
-(GPU, driver, torch, commit, command), the measured ceilings, each implementation's version, and
-per scenario and routing draw: the floor, each GEMM's bytes/FLOPs and, per implementation, the
-chosen configuration and median µs of gate_up and down plus every candidate tried (peers' sweeps,
-with the reason a candidate was excluded).
+(GPU, driver, torch, commit, command), the measured ceilings, each implementation's version (a
+peer's installed package version), and per scenario and routing draw: the floor, each GEMM's
+bytes/FLOPs and, per implementation, the chosen configuration and median µs of gate_up and down
+plus every candidate tried (with the reason a candidate was excluded).
+
+Schema ``chord-bench/2`` (this version) adds peer groups (Chord's ratio is taken against the best
+path of a group), each candidate's full configuration (``detail``), and the scenario's
+parallelism and masked buffer size. ``chord-bench/1`` files still load.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA = "chord-bench/1"
+SCHEMA = "chord-bench/2"
+READABLE_SCHEMAS = ("chord-bench/1", SCHEMA)
 
 
 @dataclass
@@ -26,7 +31,9 @@ class CandidateResult:
     us: float | None = None
     reason: str | None = None
     sm_mhz: float | None = None
-    """Median SM clock while it was timed (bench.clocks; None without nvidia-smi)."""
+    """Median SM clock while it was timed (clocks; None without NVML)."""
+    detail: dict | None = None
+    """The full configuration (the table shows ``config``)."""
 
 
 @dataclass
@@ -41,6 +48,8 @@ class GemmResult:
     """The best candidate's time in the sweep, before the interleaved side-by-side timing."""
     sm_mhz: float | None = None
     """Median SM clock while ``us`` was measured."""
+    detail: dict | None = None
+    """The winning candidate's full configuration."""
 
     @property
     def excluded(self) -> list[CandidateResult]:
@@ -56,7 +65,7 @@ class ImplResult:
 
     @property
     def total_us(self) -> float | None:
-        """gate_up + down (BENCHMARKS.md: time them separately, report the sum)."""
+        """gate_up + down (timed separately, reported as their sum)."""
         if self.status != "ok" or not self.gemms:
             return None
         times = [g.us for g in self.gemms.values()]
@@ -90,6 +99,24 @@ class ScenarioResult:
     floor_us: float
     gemms: list[GemmInfo]
     impls: dict[str, ImplResult] = field(default_factory=dict)
+    parallel: str = ""
+    """``ep`` or ``tp`` (empty in chord-bench/1 files)."""
+    expert_max_tokens: int | None = None
+
+    @property
+    def flops(self) -> int:
+        return sum(g.flops for g in self.gemms)
+
+    def tflops(self, impl: str) -> float | None:
+        """Useful FLOPs (real rows only) per second of ``impl``, in TFLOP/s."""
+        result = self.impls.get(impl)
+        total = result.total_us if result else None
+        return None if not total else self.flops / (total * 1e-6) / 1e12
+
+    def best(self, names: list[str]) -> tuple[str, float] | None:
+        """The fastest of ``names`` that has a total here, with its µs."""
+        timed = [(n, self.impls[n].total_us) for n in names if n in self.impls and self.impls[n].total_us]
+        return min(timed, key=lambda t: t[1]) if timed else None
 
     def pct_of_floor(self, impl: str) -> float | None:
         """Floor / measured time, in percent (100% = at the floor)."""
@@ -112,6 +139,7 @@ class ImplInfo:
     available: bool
     reason: str | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    group: str = ""
 
 
 @dataclass
@@ -124,7 +152,7 @@ class RunResult:
     implementations: list[ImplInfo] = field(default_factory=list)
     scenarios: list[ScenarioResult] = field(default_factory=list)
     clocks: dict[str, Any] = field(default_factory=dict)
-    """SM clock range, power, temperature and clock-event reasons over the run (bench.clocks)."""
+    """SM clock range, power, temperature and clock-event reasons over the run (chord_bench.clocks)."""
     schema: str = SCHEMA
 
     def impl_names(self) -> list[str]:
@@ -137,24 +165,38 @@ class RunResult:
     def peers(self) -> list[str]:
         return [i.name for i in self.implementations if i.role == "peer"]
 
+    def chords(self) -> list[str]:
+        return [i.name for i in self.implementations if i.role == "chord"]
+
+    def peer_groups(self) -> dict[str, list[str]]:
+        """Peer names by group (a peer without a group is its own group), in declaration order."""
+        groups: dict[str, list[str]] = {}
+        for i in self.implementations:
+            if i.role == "peer":
+                groups.setdefault(i.group or i.name, []).append(i.name)
+        return groups
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def write_json(self, path: Path) -> Path:
-        path.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        """Write whole or not at all (a temporary file renamed over ``path``)."""
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=False) + "\n")
+        tmp.replace(path)
         return path
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        if data.get("schema") != SCHEMA:
-            raise ValueError(f"unsupported result schema {data.get('schema')!r}; expected {SCHEMA!r}")
+        if data.get("schema") not in READABLE_SCHEMAS:
+            raise ValueError(f"unsupported result schema {data.get('schema')!r}; expected one of {READABLE_SCHEMAS}")
         scenarios = []
         for s in data["scenarios"]:
             impls = {}
             for name, r in s["impls"].items():
                 gemms = {
                     g: GemmResult(v["us"], v["config"], v["method"], [CandidateResult(**c) for c in v["candidates"]],
-                                  v.get("us_sweep"), v.get("sm_mhz"))
+                                  v.get("us_sweep"), v.get("sm_mhz"), v.get("detail"))
                     for g, v in r["gemms"].items()
                 }
                 impls[name] = ImplResult(r["status"], r["reason"], gemms)

@@ -1,10 +1,10 @@
-"""Every benchmark scenario of BENCHMARKS.md: shapes, seeded routing draws, bytes, FLOPs, floors.
+"""Every benchmark scenario: shapes, seeded routing draws, bytes, FLOPs, floors (docs/benchmarking.md).
 
 Pure Python + PyTorch on the CPU, so the scenario math is testable without a GPU. Routing draws
 use a CPU generator seeded from (base seed, scenario id, draw kind): every implementation, every
 machine and every rerun sees the same routing.
 
-Floor of one GEMM (BENCHMARKS.md): ``max(bytes / copy bandwidth, FLOP / bf16 matrix rate)`` with
+Floor of one GEMM: ``max(bytes / copy bandwidth, FLOP / bf16 matrix rate)`` with
 bytes = int4 weights + bf16 group scales of the experts that received rows (0.5625 B per weight)
 + activations read once + outputs written once (bf16, unreduced). A scenario's floor is the sum
 over its two GEMMs (gate_up and down), each at its own bound.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from chord_kernels.errors import ChordInputError
+from chord_kernels import ChordInputError
 
 HIDDEN = 7168
 """Kimi K2.x hidden size H."""
@@ -46,7 +46,7 @@ class Ceilings:
     source: str
 
 
-NOMINAL_H200 = Ceilings(4.27, 790.0, "BENCHMARKS.md nominal H200 (2026-11-30)")
+NOMINAL_H200 = Ceilings(4.27, 790.0, "nominal H200: copy and bf16 GEMM measured 2026-11-30")
 """Used when no measurement is at hand (listing scenarios, CPU tests)."""
 
 
@@ -63,14 +63,16 @@ class GemmShape:
 class Scenario:
     """One benchmark point: a MoE layer's two GEMMs at one routed-row count.
 
-    ``family`` is ``"indexed"`` (vLLM routing), ``"contiguous"`` or ``"masked"`` (grouped SM90).
-    Indexed EP scenarios are pre-dispatched rows (``top_k = 1`` over the local experts);
-    TP scenarios are tokens with ``top_k = 8`` distinct experts each. ``tokens`` counts the
-    routing rows (rows for EP/grouped, tokens for TP).
+    ``family`` is ``"indexed"`` (vLLM routing), ``"contiguous"`` or ``"masked"`` (grouped SM90
+    layouts). ``parallel`` is ``"ep"`` (expert parallelism: the rows this GPU's local experts
+    receive, pre-dispatched, ``top_k = 1``) or ``"tp"`` (tensor parallelism: tokens with
+    ``top_k = 8`` distinct experts each). ``tokens`` counts the routing rows (rows for EP, tokens
+    for TP). ``profile`` is the chord-kernels packing profile of its weights.
     """
 
     id: str
     family: str
+    parallel: str
     series: str
     """Plot line group: scenarios of one series share weights and differ only in rows."""
     profile: str
@@ -80,7 +82,9 @@ class Scenario:
     tokens: int
     top_k: int
     rows_per_expert: int | None = None
-    expected_m: int | None = None
+    """Contiguous scenarios: rows every expert receives under the uniform draw."""
+    expert_max_tokens: int | None = None
+    """Masked scenarios: rows per expert in the buffer (DeepEP low-latency's per-expert capacity)."""
     note: str = ""
 
     @property
@@ -89,7 +93,7 @@ class Scenario:
 
     @property
     def num_slots(self) -> int:
-        """Routed (token, expert) pairs: rows of the down GEMM."""
+        """Routed (token, expert) pairs: rows of the down GEMM (``valid_shape_m`` in vLLM)."""
         return self.tokens * self.top_k
 
     @property
@@ -111,6 +115,13 @@ def _tp_shapes(tp: int = 8) -> tuple[GemmShape, GemmShape]:
     return GemmShape("gate_up", 2 * inter, HIDDEN), GemmShape("down", HIDDEN, inter)
 
 
+EP_PROFILE = "h200_ep8"
+"""Packing profile of every EP scenario (EP16/EP32 experts have the same shapes as EP8's)."""
+TP_PROFILE = "h200_tp8"
+MASKED_EXPERT_MAX_TOKENS = 256
+"""Per-expert rows of the masked buffer (DeepEP low-latency's per-expert receive capacity)."""
+
+
 def _build_registry() -> dict[str, Scenario]:
     scenarios: list[Scenario] = []
     ep_up, ep_down = _ep_shapes()
@@ -121,31 +132,31 @@ def _build_registry() -> dict[str, Scenario]:
         ("ep8_tok128", 6144, ""),
         ("ep8_tok341", 16368, ""),
     ):
-        scenarios.append(Scenario(sid, "indexed", "ep8", "h200_ep8", 48, ep_up, ep_down, rows, 1, note=note))
+        scenarios.append(Scenario(sid, "indexed", "ep", "ep8", EP_PROFILE, 48, ep_up, ep_down, rows, 1, note=note))
     tp_up, tp_down = _tp_shapes(8)
     for sid, tokens in (("tp8_decode160", 160), ("tp8_1024", 1024), ("tp8_8192", 8192)):
         scenarios.append(
-            Scenario(sid, "indexed", "tp8", "h200_tp8", GLOBAL_EXPERTS, tp_up, tp_down, tokens, TOP_K)
+            Scenario(sid, "indexed", "tp", "tp8", TP_PROFILE, GLOBAL_EXPERTS, tp_up, tp_down, tokens, TOP_K)
         )
+    for m in (8, 16, 32, 64):
+        scenarios.append(Scenario(
+            f"ep8_masked{m}", "masked", "ep", "ep8_masked", EP_PROFILE, 48, ep_up, ep_down, 48 * m, 1,
+            expert_max_tokens=MASKED_EXPERT_MAX_TOKENS,
+            note=f"48 x {m} rows uniform over experts, {MASKED_EXPERT_MAX_TOKENS} rows per expert buffer",
+        ))
     for ep in (8, 16, 32):
         experts = GLOBAL_EXPERTS // ep
         for rows in (128, 256, 512):
             scenarios.append(Scenario(
-                f"grouped_contig_ep{ep}_r{rows}", "contiguous", f"grouped_contig_ep{ep}", f"h200_ep{ep}",
+                f"ep{ep}_contig{rows}", "contiguous", "ep", f"ep{ep}_contig", EP_PROFILE,
                 experts, ep_up, ep_down, experts * rows, 1, rows_per_expert=rows,
                 note="rows per expert aligned to 128",
-            ))
-        for m in (8, 16, 32, 64):
-            scenarios.append(Scenario(
-                f"grouped_masked_ep{ep}_m{m}", "masked", f"grouped_masked_ep{ep}", f"h200_ep{ep}",
-                experts, ep_up, ep_down, experts * m, 1, expected_m=m,
-                note="masked_m drawn around expected_m",
             ))
     return {s.id: s for s in scenarios}
 
 
 SCENARIOS: dict[str, Scenario] = _build_registry()
-"""All scenarios by id, in BENCHMARKS.md order (indexed first, then grouped)."""
+"""All scenarios by id: indexed (EP8, TP8), masked, then contiguous."""
 
 _GROUP_ALIASES = {
     "all": lambda s: True,
@@ -211,16 +222,19 @@ def draw_seed(base_seed: int, scenario_id: str, draw: str) -> int:
     return (base_seed * 1_000_003 + zlib.crc32(f"{scenario_id}/{draw}".encode())) % (2**63)
 
 
-def _hot_rows(average: float) -> int:
-    return max(1, round(SKEW_FACTOR * average))
+def _hot_rows(average: float, cap: int | None = None) -> int:
+    rows = max(1, round(SKEW_FACTOR * average))
+    return rows if cap is None else min(rows, cap)
 
 
-def _single_expert_rows(rows: int, experts: int, draw: str, gen: torch.Generator) -> tuple[torch.Tensor, int | None]:
-    """``rows`` expert ids in ``[0, experts)``: uniform, or one hot expert with 8x the average."""
+def _single_expert_rows(rows: int, experts: int, draw: str, gen: torch.Generator,
+                        cap: int | None = None) -> tuple[torch.Tensor, int | None]:
+    """``rows`` expert ids in ``[0, experts)``: uniform, or one hot expert with 8x the average
+    (at most ``cap`` rows: a masked buffer holds no more per expert)."""
     if draw == "uniform":
         return torch.randint(0, experts, (rows,), generator=gen), None
     hot = int(torch.randint(0, experts, (1,), generator=gen))
-    n_hot = min(rows, _hot_rows(rows / experts))
+    n_hot = min(rows, _hot_rows(rows / experts, cap))
     others = torch.randint(0, experts - 1, (rows - n_hot,), generator=gen)
     others = others + (others >= hot).to(others.dtype)  # skip the hot expert
     ids = torch.cat([torch.full((n_hot,), hot, dtype=others.dtype), others])
@@ -249,7 +263,8 @@ def draw_routing(scenario: Scenario, draw: str = "uniform", seed: int = 0) -> Ro
 
     Uniform: EP/grouped rows pick an expert uniformly at random (contiguous scenarios give every
     expert exactly ``rows_per_expert`` rows); TP tokens pick ``top_k`` distinct experts uniformly.
-    Skewed: one expert (drawn) receives 8x the average rows, the rest are uniform over the others.
+    Skewed: one expert (drawn) receives 8x the average rows (masked: at most ``expert_max_tokens``),
+    the rest are uniform over the others.
     """
     if draw not in DRAWS:
         raise ChordInputError(f"draw: expected one of {list(DRAWS)}, got {draw!r}")
@@ -265,7 +280,7 @@ def draw_routing(scenario: Scenario, draw: str = "uniform", seed: int = 0) -> Ro
         if scenario.family == "contiguous" and draw == "uniform":
             flat, hot = _balanced_rows(experts, scenario.rows_per_expert or 0, gen), None
         else:
-            flat, hot = _single_expert_rows(scenario.tokens, experts, draw, gen)
+            flat, hot = _single_expert_rows(scenario.tokens, experts, draw, gen, scenario.expert_max_tokens)
         ids = flat.unsqueeze(1)
         weights = torch.rand(ids.shape, generator=gen) * 0.9 + 0.1
     ids = ids.to(torch.int32)
@@ -372,7 +387,7 @@ def describe(scenario: Scenario, ceilings: Ceilings = NOMINAL_H200) -> str:
     """One line for ``--list``."""
     up, down = scenario.gemms
     return (
-        f"{scenario.id:<26} {scenario.family:<10} E={scenario.num_experts:<4} "
+        f"{scenario.id:<15} {scenario.family:<10} E={scenario.num_experts:<4} "
         f"gate_up {up.n}x{up.k}  down {down.n}x{down.k}  rows={scenario.tokens:<6} "
         f"top_k={scenario.top_k} tok_e={scenario.tok_e:7.1f}  "
         f"floor~{expected_floor_us(scenario, ceilings):7.1f} us"
@@ -381,8 +396,11 @@ def describe(scenario: Scenario, ceilings: Ceilings = NOMINAL_H200) -> str:
 
 __all__ = [
     "DRAWS",
+    "EP_PROFILE",
+    "MASKED_EXPERT_MAX_TOKENS",
     "NOMINAL_H200",
     "SCENARIOS",
+    "TP_PROFILE",
     "Ceilings",
     "GemmCost",
     "GemmShape",

@@ -1,6 +1,6 @@
 """The implementation interface of the harness and the built-in implementations.
 
-An :class:`Implementation` turns a :class:`~chord_kernels.bench.problems.GemmProblem` into one or
+An :class:`Implementation` turns a :class:`~chord_bench.problems.GemmProblem` into one or
 more :class:`Candidate` s: everything expensive (packing, routing, dequantizing, compiling)
 happens in :meth:`Implementation.candidates`; ``Candidate.run`` is then the only thing timed and
 must be CUDA-graph capturable (no host sync, no compile) unless ``graphable=False``.
@@ -9,20 +9,21 @@ Several candidates (a peer's configurations) are each checked against the refere
 times the correct ones and keeps the fastest.
 
 New kernels plug in by subclassing :class:`Implementation` and adding an instance to
-:func:`builtin_implementations` (or passing it to :func:`chord_kernels.bench.runner.run`).
+:func:`builtin_implementations` (or passing it to :func:`chord_bench.runner.run`).
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from chord_kernels import reference
-from chord_kernels.bench.problems import GemmProblem, WeightSet
+from chord_bench.problems import GemmProblem, WeightSet, check_output
+from chord_bench.scenarios import Scenario
+from chord_kernels import ChordInputError, reference
 
 
 @dataclass
@@ -38,6 +39,15 @@ class Candidate:
     graphable: bool = True
     error: str | None = None
     """Set when the configuration could not even be built (it is listed as excluded)."""
+    detail: dict | None = None
+    """The full configuration, kept in the JSON (the table shows ``config``)."""
+
+    def check(self, problem: GemmProblem) -> str | None:
+        """Run once, untimed (compiling on first use), and compare with the reference: None when
+        the output is right, else why not. Errors propagate to the caller."""
+        self.run()
+        torch.cuda.synchronize()
+        return check_output(self.result(), problem)
 
 
 class Implementation(ABC):
@@ -45,7 +55,10 @@ class Implementation(ABC):
 
     name: str = ""
     role: str = "chord"
-    """``"reference"``, ``"ceiling"``, ``"chord"`` or ``"peer"`` (peers get a ratio column)."""
+    """``"reference"``, ``"ceiling"``, ``"chord"`` or ``"peer"``."""
+    group: str = ""
+    """Peers of one group (the paths of one library) are compared as one: Chord's ratio is taken
+    against the fastest of them in each scenario."""
     version: str = ""
 
     def unavailable(self) -> str | None:
@@ -64,8 +77,13 @@ class Implementation(ABC):
         """Drop cached per-weight state (called when the harness moves to other weights)."""
         return None
 
+    def warm_up(self, scenarios: Sequence[Scenario], device: torch.device, log: Callable[[str], None]) -> None:
+        """Optionally compile ahead, before any timing, what ``scenarios`` will launch."""
+        return None
+
     def describe(self) -> dict[str, str]:
-        return {"name": self.name, "role": self.role, "version": self.version}
+        info = {"name": self.name, "role": self.role, "version": self.version}
+        return {**info, "group": self.group} if self.group else info
 
 
 class ReferenceImpl(Implementation):
@@ -163,45 +181,31 @@ class Bf16CeilingImpl(Implementation):
         yield Candidate(config, run, result)
 
 
-_PROFILES = {"h200_ep8", "h200_tp8"}
+def describe_config(config: object) -> str:
+    """``key=value`` of a configuration dataclass (its ``str`` otherwise), for tables."""
+    if dataclasses.is_dataclass(config):
+        return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
+    return str(config)
 
 
 class ChordIndexedImpl(Implementation):
-    """Chord's indexed kernels (``chord_kernels.indexed``) with the routing vLLM would build.
+    """Chord's indexed kernel (``chord_kernels.indexed.gemm``) with the routing vLLM would build.
 
-    Packs with ``chord_kernels.pack("indexed", ..., profile=...)`` (EP scenarios use
-    ``h200_ep8``, TP scenarios ``h200_tp8``), picks ``block_m`` with
-    ``chord_kernels.indexed.choose_block_m`` and times ``chord_kernels.indexed.gemm``.
+    Packs with ``chord_kernels.pack("indexed", ..., profile=scenario.profile)``, picks ``block_m``
+    with ``chord_kernels.indexed.choose_block_m`` and launches the configuration the library plans
+    for that routing (:func:`chord_bench.internals.launch_config`), naming it in the result.
+    Grouped scenarios (contiguous, masked) run through the same indexed API over their real rows:
+    Chord has no grouped kernels yet, and the table says so.
     """
 
     name = "chord-indexed"
     role = "chord"
 
     def __init__(self) -> None:
-        self._module = None
-        self._error: str | None = None
-        try:
-            self._module = importlib.import_module("chord_kernels.indexed")
-            for attr in ("gemm", "choose_block_m"):
-                if not hasattr(self._module, attr):
-                    raise AttributeError(f"chord_kernels.indexed has no {attr}()")
-        except Exception as exc:  # any import failure means "not available yet", with the reason
-            self._module = None
-            self._error = f"chord_kernels.indexed is not available: {type(exc).__name__}: {exc}"
         import chord_kernels
 
         self.version = chord_kernels.__version__
         self._packed: dict[tuple, object] = {}
-
-    def unavailable(self) -> str | None:
-        return self._error
-
-    def unsupported(self, problem: GemmProblem) -> str | None:
-        if problem.family != "indexed":
-            return "indexed kernels only (grouped scenarios need chord's grouped kernels)"
-        if problem.scenario.profile not in _PROFILES:
-            return f"no indexed profile for {problem.scenario.profile}"
-        return None
 
     def release(self) -> None:
         self._packed.clear()
@@ -217,22 +221,33 @@ class ChordIndexedImpl(Implementation):
         return self._packed[key]
 
     def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
-        mod = self._module
+        yield self.candidate(problem)
+
+    def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
+        """The Candidate for ``problem``: the planned configuration, or ``config`` (a
+        ``DecodeConfig``; its ``block_m`` sets the routing's), as ``ci/`` sweeps use it."""
+        from chord_bench.internals import launch_config
+        from chord_kernels import indexed
+
         weight = self._pack(problem)
-        block_m = int(mod.choose_block_m(weight, problem.num_slots))
-        if hasattr(mod, "prepare"):  # compile and load before any graph capture
-            mod.prepare(weight, block_m, problem.a.device)
+        device = problem.a.device
+        block_m = config.block_m if config is not None else indexed.choose_block_m(weight, problem.num_slots)
+        indexed.prepare(weight, block_m, device)  # compile and load before any graph capture
         r = problem.aligned(block_m)
-        out = torch.empty(problem.num_slots, problem.shape.n, dtype=torch.bfloat16, device=problem.a.device)
+        cfg = config if config is not None else launch_config(weight, r, device)
+        a = problem.a_flat()
+        out = torch.empty(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
 
         def run() -> None:
-            mod.gemm(
-                problem.a, weight, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
-                block_m=block_m, top_k=problem.addr_top_k, topk_weights=topk_weights, out=out,
+            indexed.gemm(
+                a, weight, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                block_m=block_m, top_k=problem.addr_top_k, topk_weights=topk_weights, out=out, config=cfg,
             )
 
-        yield Candidate(f"block_m={block_m} profile={problem.scenario.profile}", run, lambda: out)
+        how = "" if problem.family == "indexed" else f"indexed API over the {problem.family} rows; "
+        text = label or f"{how}{describe_config(cfg)}"
+        return Candidate(text, run, lambda: out, detail=dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else None)
 
 
 def builtin_implementations(names: list[str] | None = None) -> list[Implementation]:
@@ -245,7 +260,5 @@ def builtin_implementations(names: list[str] | None = None) -> list[Implementati
     wanted = list(factories) if names is None else names
     unknown = [n for n in wanted if n not in factories]
     if unknown:
-        from chord_kernels.errors import ChordInputError
-
         raise ChordInputError(f"unknown implementation(s) {unknown}; built-in: {sorted(factories)}")
     return [factories[n]() for n in wanted]

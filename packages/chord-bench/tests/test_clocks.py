@@ -1,4 +1,4 @@
-"""Clock sampling (bench.clocks): line parsing, windows and the run summary, without a GPU."""
+"""Clock sampling (chord_bench.clocks): line parsing, windows and the run summary, without a GPU."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from chord_kernels.bench.clocks import ClockSample, ClockSampler, decode_reasons
+from chord_bench.clocks import ClockSample, ClockSampler, decode_reasons
 
 
 def test_decode_reasons_names_bits_and_keeps_unknown() -> None:

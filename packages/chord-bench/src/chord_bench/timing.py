@@ -1,4 +1,4 @@
-"""Timing exactly as BENCHMARKS.md says: CUDA graphs, warm-up, median.
+"""Timing as docs/benchmarking.md says: CUDA graphs, warm-up, median.
 
 ``triton.testing.do_bench_cudagraph`` (median) when Triton is importable; otherwise the same
 method by hand: capture ``n`` back-to-back calls in one CUDA graph, replay it several times with
@@ -7,8 +7,13 @@ larger than L2. Callables that cannot be captured (the eager reference) are time
 around plain calls.
 
 :func:`interleaved` times several callables in alternating rounds (a b c a b c ...): the H200 runs
-memory-bound kernels at its power cap, where the SM clock wanders (bench.clocks), so only
+memory-bound kernels at its power cap, where the SM clock wanders (chord_bench.clocks), so only
 alternation makes two implementations see the same clock states.
+
+:class:`GraphTimer` is the one CUDA-graph timer of the repository (the harness, ``ci/`` and, through
+its ``before_replay`` hook and ``capture_error_mode``, multi-GPU benchmarks); its constructor,
+:meth:`GraphTimer.run`, :meth:`GraphTimer.median_us`, :meth:`GraphTimer.median_mhz` and the
+``samples`` / ``launches`` attributes are a stable API.
 """
 
 from __future__ import annotations
@@ -85,32 +90,50 @@ def bench(fn: Callable[[], object], *, graphable: bool = True, rep_ms: float = 2
 
 
 class GraphTimer:
-    """One CUDA graph of ``launches`` back-to-back calls of ``fn``; :meth:`run` times replays and
-    keeps µs per call (and, with a :class:`~chord_kernels.bench.clocks.ClockSampler`, the median
-    SM clock of each batch)."""
+    """One CUDA graph of ``launches`` back-to-back calls of ``fn``, timed by replays.
 
-    def __init__(self, fn: Callable[[], object], launches: int = 10) -> None:
+    Stable API (used by the harness, ``ci/`` and other packages' benchmarks):
+
+    - ``GraphTimer(fn, launches=10, *, device=None, capture_error_mode="global")``: calls ``fn``
+      once on a side stream (lazy initialization, allocator), then captures ``launches`` calls.
+      ``fn`` must be capturable; its closure keeps the tensors the graph reads alive (the graph
+      does not). ``capture_error_mode`` goes to ``torch.cuda.graph`` (``"thread_local"`` where
+      another thread, e.g. NCCL's watchdog, queries events during capture). Capture errors raise.
+    - :meth:`run` ``(reps, clocks=None, before_replay=None)``: replays ``reps`` times with CUDA
+      events around each replay, appending µs per call to ``samples``; ``before_replay`` runs
+      before each replay's start event (e.g. a ``dist.barrier`` so every rank starts together);
+      ``clocks`` (a :class:`~chord_bench.clocks.ClockSampler`) records the median SM clock of the
+      batch.
+    - :meth:`median_us`, :meth:`median_mhz`; ``samples`` (µs per call, one per replay) and
+      ``launches``.
+    """
+
+    def __init__(self, fn: Callable[[], object], launches: int = 10, *, device: torch.device | None = None,
+                 capture_error_mode: str = "global") -> None:
         self.launches = launches
         self.fn = fn  # a graph does not keep the tensors it reads alive; fn's closure does
-        self.stream = torch.cuda.Stream()
-        self.stream.wait_stream(torch.cuda.current_stream())
+        self.stream = torch.cuda.Stream(device=device)
+        self.stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(self.stream):
             fn()  # warm-up outside the graph (lazy init, allocator)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=self.stream):
+            with torch.cuda.graph(self.graph, stream=self.stream, capture_error_mode=capture_error_mode):
                 for _ in range(launches):
                     fn()
             self.graph.replay()
         self.stream.synchronize()
-        torch.cuda.current_stream().wait_stream(self.stream)
+        torch.cuda.current_stream(device).wait_stream(self.stream)
         self.samples: list[float] = []
         self.mhz: list[float] = []
 
-    def run(self, reps: int, clocks: object | None = None) -> None:
+    def run(self, reps: int, clocks: object | None = None, before_replay: Callable[[], object] | None = None) -> None:
+        """Replay ``reps`` times; each replay adds its µs per call to ``samples``."""
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0 = time.monotonic()
         with torch.cuda.stream(self.stream):
             for _ in range(reps):
+                if before_replay is not None:
+                    before_replay()
                 start.record()
                 self.graph.replay()
                 end.record()
@@ -121,9 +144,11 @@ class GraphTimer:
             self.mhz.append(mhz)
 
     def median_us(self) -> float:
+        """Median µs per call over every replay so far."""
         return statistics.median(self.samples)
 
     def median_mhz(self) -> float | None:
+        """Median of the batches' median SM clocks (None without a clock sampler)."""
         return round(statistics.median(self.mhz)) if self.mhz else None
 
 

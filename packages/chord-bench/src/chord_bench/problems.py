@@ -8,14 +8,24 @@ from :mod:`chord_kernels.reference` (the numerics contract) and is computed once
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
 
+from chord_bench.scenarios import (
+    GemmCost,
+    GemmShape,
+    RoutingDraw,
+    Scenario,
+    draw_routing,
+    draw_seed,
+    gemm_costs,
+)
 from chord_kernels import reference
-from chord_kernels.bench.scenarios import GemmCost, GemmShape, RoutingDraw, Scenario, gemm_costs
 from chord_kernels.formats import random_quantized
 from chord_kernels.routing import (
+    AlignedRouting,
     ContiguousRouting,
     MaskedRouting,
     align_block_size,
@@ -121,9 +131,24 @@ class GemmProblem:
     def num_experts(self) -> int:
         return self.weight.num_experts
 
-    def aligned(self, block_m: int):
-        """vLLM routing tensors for this problem at ``block_m``."""
-        return align_block_size(self.topk_ids, block_m, self.num_experts)
+    def aligned(self, block_m: int) -> AlignedRouting:
+        """vLLM routing tensors (``moe_align_block_size``) for this problem at ``block_m``.
+
+        Indexed problems align their top-k ids. Grouped problems list their real rows only, each
+        as a top-1 slot indexing ``a_flat()`` (sentinel: ``output_rows()``), as vLLM's batched
+        alignment does for a DeepEP low-latency buffer: padding rows are never read or written.
+        """
+        if self.layout is None:
+            return align_block_size(self.topk_ids, block_m, self.num_experts)
+        rows = self.sorted_rows()
+        device = self.a.device
+        experts = torch.repeat_interleave(torch.arange(self.num_experts, device=device),
+                                          torch.tensor(rows.counts, device=device))
+        routing = align_block_size(experts.to(torch.int32).unsqueeze(1), block_m, self.num_experts)
+        # Entry i < n names the i-th real row; the sentinel n becomes this layout's sentinel.
+        lookup = torch.cat([rows.a_rows.to(device), torch.tensor([self.output_rows()], device=device)])
+        sorted_ids = lookup[routing.sorted_token_ids.long()].to(torch.int32)
+        return dataclasses.replace(routing, sorted_token_ids=sorted_ids, num_slots=self.output_rows())
 
     def output_rows(self) -> int:
         """Rows of the output in this problem's own layout."""
@@ -202,11 +227,46 @@ def build_problems(
             if scenario.family == "contiguous":
                 layout = contiguous_layout(topk_ids, scenario.num_experts)
             else:
-                layout = masked_layout(topk_ids, scenario.num_experts)
+                layout = masked_layout(topk_ids, scenario.num_experts, max_m=scenario.expert_max_tokens)
             a = layout.gather(dense)
             scale = None
         problems.append(GemmProblem(scenario, draw, shape, weight, a, topk_ids, scale, layout, cost))
     return problems[0], problems[1]
+
+
+class WeightCache:
+    """Seeded random weights of the scenario at hand; moving to other shapes frees them first.
+
+    Weights depend only on (base seed, experts, N, K), so every run, machine and tool (the
+    harness, ``ci/``) draws the same ones. ``generation`` counts how often they were replaced.
+    """
+
+    def __init__(self, seed: int, device: torch.device) -> None:
+        self.seed, self.device = seed, device
+        self.current: dict[tuple[int, int, int], WeightSet] = {}
+        self.generation = 0
+
+    def get(self, scenario: Scenario) -> tuple[WeightSet, WeightSet]:
+        keys = [(scenario.num_experts, g.n, g.k) for g in scenario.gemms]
+        if set(keys) != set(self.current):
+            self.current.clear()
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            for e, n, k in keys:
+                seed = draw_seed(self.seed, f"weights/{e}x{n}x{k}", "w")
+                self.current[(e, n, k)] = WeightSet.random(e, n, k, seed=seed, device=self.device)
+            self.generation += 1
+        return self.current[keys[0]], self.current[keys[1]]
+
+
+def scenario_problems(scenario: Scenario, draw: str, seed: int, weights: WeightCache
+                      ) -> tuple[RoutingDraw, tuple[GemmProblem, GemmProblem]]:
+    """The seeded routing draw of ``scenario`` and its (gate_up, down) problems on ``weights``'
+    device: what the harness times, and what ``ci/`` sweeps and profiles."""
+    routing = draw_routing(scenario, draw, seed)
+    problems = build_problems(scenario, routing, weights.get(scenario),
+                              seed=draw_seed(seed, scenario.id, draw + "/act"), device=weights.device)
+    return routing, problems
 
 
 def check_output(out: torch.Tensor, problem: GemmProblem, *, rel_l2: float = 1e-2, max_rel: float = 5e-2) -> str | None:

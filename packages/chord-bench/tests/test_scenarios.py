@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from chord_kernels.bench import scenarios as S
-from chord_kernels.errors import ChordInputError
+from chord_bench import scenarios as S
+from chord_kernels import ChordInputError
 
-# BENCHMARKS.md "Indexed scenarios" and the floor column of its measured-Humming table.
+# The indexed scenarios (docs/benchmarking.md) and their floors at the nominal H200 ceilings.
 INDEXED = {
     "ep8_decode": (48, 160, 1, 3.3, 270),
     "ep8_tok16": (48, 768, 1, 16, 286),
@@ -40,12 +40,22 @@ def test_registry_has_every_grouped_scenario():
     assert {(s.num_experts, s.rows_per_expert) for s in contig} == {
         (e, r) for e in (48, 24, 12) for r in (128, 256, 512)
     }
-    assert {(s.num_experts, s.expected_m) for s in masked} == {
-        (e, m) for e in (48, 24, 12) for m in (8, 16, 32, 64)
-    }
     for s in contig:
         assert s.tokens == s.num_experts * s.rows_per_expert and s.tok_e == s.rows_per_expert
-    assert len(S.SCENARIOS) == 8 + 9 + 12
+        assert s.id == f"ep{384 // s.num_experts}_contig{s.rows_per_expert}" and s.parallel == "ep"
+    # ep8_masked{8,16,32,64}: 48 experts, 48 x m rows uniform over experts, 256-row buffers.
+    assert [s.id for s in masked] == ["ep8_masked8", "ep8_masked16", "ep8_masked32", "ep8_masked64"]
+    for s, m in zip(masked, (8, 16, 32, 64), strict=True):
+        assert (s.num_experts, s.tokens, s.top_k, s.expert_max_tokens) == (48, 48 * m, 1, 256)
+        assert (s.gate_up.n, s.gate_up.k, s.down.n, s.down.k) == (4096, 7168, 7168, 2048)
+    assert len(S.SCENARIOS) == 8 + 4 + 9
+    assert {s.parallel for s in S.SCENARIOS.values() if s.series == "tp8"} == {"tp"}
+    assert {s.profile for s in S.SCENARIOS.values() if s.parallel == "ep"} == {S.EP_PROFILE}
+
+
+def test_masked_floors_match_the_peer_of_record_table():
+    for sid, floor in (("ep8_masked8", 282), ("ep8_masked16", 285), ("ep8_masked32", 293), ("ep8_masked64", 343)):
+        assert S.expected_floor_us(S.SCENARIOS[sid]) == pytest.approx(floor, rel=0.01), sid
 
 
 @pytest.mark.parametrize("sid", list(INDEXED))
@@ -102,7 +112,7 @@ def test_gemm_costs_checks_the_expert_count():
 
 
 @pytest.mark.parametrize("sid", ["ep8_decode", "ep8_tok43", "tp8_decode160", "tp8_1024",
-                                 "grouped_contig_ep16_r256", "grouped_masked_ep8_m32"])
+                                 "ep16_contig256", "ep8_masked32"])
 def test_uniform_draw_shape_counts_and_determinism(sid):
     s = S.SCENARIOS[sid]
     d = S.draw_routing(s, "uniform", seed=3)
@@ -120,7 +130,7 @@ def test_uniform_draw_shape_counts_and_determinism(sid):
         assert (d.counts == s.rows_per_expert).all()
 
 
-@pytest.mark.parametrize("sid", ["ep8_decode", "ep8_tok128", "tp8_1024", "tp8_8192", "grouped_masked_ep32_m16"])
+@pytest.mark.parametrize("sid", ["ep8_decode", "ep8_tok128", "tp8_1024", "tp8_8192", "ep8_masked16"])
 def test_skewed_draw_gives_one_expert_eight_times_the_average(sid):
     s = S.SCENARIOS[sid]
     d = S.draw_routing(s, "skewed", seed=1)
@@ -129,6 +139,13 @@ def test_skewed_draw_gives_one_expert_eight_times_the_average(sid):
     assert hot == round(8 * s.num_slots / s.num_experts)
     others = torch.cat([d.counts[: d.hot_expert], d.counts[d.hot_expert + 1:]])
     assert int(others.max()) < hot
+    assert int(d.counts.sum()) == s.num_slots
+
+
+def test_skewed_masked_draw_fits_the_buffer():
+    s = S.SCENARIOS["ep8_masked64"]  # 8 x 64 rows would overflow the 256-row buffer
+    d = S.draw_routing(s, "skewed", seed=2)
+    assert int(d.counts[d.hot_expert]) == s.expert_max_tokens == int(d.counts.max())
     assert int(d.counts.sum()) == s.num_slots
 
 
@@ -143,8 +160,11 @@ def test_draws_differ_per_scenario_and_kind():
 def test_select_ids_globs_series_and_families():
     assert [s.id for s in S.select(["ep8_decode"])] == ["ep8_decode"]
     assert [s.id for s in S.select(["tp8"])] == ["tp8_decode160", "tp8_1024", "tp8_8192"]
-    assert len(S.select(["ep8_*"])) == 5
-    assert len(S.select(["indexed"])) == 8 and len(S.select(["grouped"])) == 21
+    assert len(S.select(["ep8_tok*"])) == 4 and len(S.select(["ep8_*"])) == 5 + 4 + 3
+    assert len(S.select(["indexed"])) == 8 and len(S.select(["grouped"])) == 13
+    assert [s.id for s in S.select(["indexed", "masked"])][-4:] == [f"ep8_masked{m}" for m in (8, 16, 32, 64)]
+    assert len(S.select(["contiguous"])) == 9
+    assert [s.id for s in S.select(["ep8_masked"])] == [f"ep8_masked{m}" for m in (8, 16, 32, 64)]
     assert [s.id for s in S.select(["tp8_8192,ep8_decode"])] == ["ep8_decode", "tp8_8192"]
     assert len(S.select(None)) == len(S.SCENARIOS)
     with pytest.raises(ChordInputError, match="matches nothing"):

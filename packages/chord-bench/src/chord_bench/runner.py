@@ -1,11 +1,13 @@
-"""Run scenarios x routing draws x implementations the way BENCHMARKS.md prescribes.
+"""Run scenarios x routing draws x implementations (the method of docs/benchmarking.md).
 
-For each scenario and draw: build both GEMM problems once (same weights, activations and routing
-for every implementation), then for each implementation and GEMM check every candidate's output
+First every implementation may compile ahead what the scenarios will launch (``warm_up``). For
+each scenario and draw: build both GEMM problems once (same weights, activations and routing for
+every implementation), then for each implementation and GEMM check every candidate's output
 against the reference before timing it, and keep the fastest correct one. The winners of all
 implementations are then timed again side by side, in alternating rounds (timing.interleaved), and
-that is the reported time. gate_up and down are timed separately and reported as a sum. Results are handed to ``on_update`` after every scenario
-so that an interrupted run still leaves its numbers behind.
+that is the reported time. gate_up and down are timed separately and reported as a sum. Results
+are handed to ``on_update`` after every scenario so that an interrupted run still leaves its
+numbers behind.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from chord_kernels.bench import ceilings as ceilings_mod
-from chord_kernels.bench.clocks import ClockSampler, cuda_uuid
-from chord_kernels.bench.impls import Candidate, Implementation
-from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
-from chord_kernels.bench.results import (
+from chord_bench import ceilings as ceilings_mod
+from chord_bench.clocks import ClockSampler, cuda_uuid
+from chord_bench.impls import Candidate, Implementation
+from chord_bench.problems import GemmProblem, WeightCache, scenario_problems
+from chord_bench.results import (
     CandidateResult,
     GemmInfo,
     GemmResult,
@@ -35,15 +37,14 @@ from chord_kernels.bench.results import (
     RunResult,
     ScenarioResult,
 )
-from chord_kernels.bench.scenarios import (
+from chord_bench.scenarios import (
     NOMINAL_H200,
     Ceilings,
     Scenario,
-    draw_routing,
-    draw_seed,
     gemm_costs,
 )
-from chord_kernels.bench.timing import bench, interleaved
+from chord_bench.timing import bench, interleaved
+from chord_kernels import ChordUnsupportedError
 
 Log = Callable[[str], None]
 
@@ -94,24 +95,6 @@ def environment(device: torch.device) -> dict[str, object]:
     return env
 
 
-class _Weights:
-    """Weights of the current series only (a series shares shapes; others are freed)."""
-
-    def __init__(self, seed: int, device: torch.device) -> None:
-        self.seed, self.device = seed, device
-        self.current: dict[tuple[int, int, int], WeightSet] = {}
-
-    def get(self, scenario: Scenario) -> tuple[WeightSet, WeightSet]:
-        keys = [(scenario.num_experts, g.n, g.k) for g in scenario.gemms]
-        if set(keys) != set(self.current):
-            self.current.clear()
-            torch.cuda.empty_cache()
-            for e, n, k in keys:
-                seed = draw_seed(self.seed, f"weights/{e}x{n}x{k}", "w")
-                self.current[(e, n, k)] = WeightSet.random(e, n, k, seed=seed, device=self.device)
-        return self.current[keys[0]], self.current[keys[1]]
-
-
 def _device_error() -> str | None:
     """A sticky CUDA error (illegal address, ...) leaves the context unusable; detect it."""
     try:
@@ -145,9 +128,7 @@ def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method
             log(f"    {impl.name} {problem.name} [{cand.config}] excluded: {cand.error}")
             continue
         try:
-            cand.run()
-            torch.cuda.synchronize()
-            wrong = check_output(cand.result(), problem)
+            wrong = cand.check(problem)
         except Exception as exc:
             reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             record_failure(f"failed: {reason}", reason, exc)
@@ -164,10 +145,11 @@ def _time_gemm(impl: Implementation, problem: GemmProblem, rep_ms: float, method
             reason = f"timing failed: {type(exc).__name__}: {exc}"
             record_failure(reason, reason, exc)
             continue
-        best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2), sm_mhz=mhz))
+        best.candidates.append(CandidateResult(cand.config, "ok", us=round(t.us, 2), sm_mhz=mhz, detail=cand.detail))
         log(f"    {impl.name} {problem.name} [{cand.config}] {t.us:9.1f} us" + (f"  (SM {mhz:.0f} MHz)" if mhz else ""))
         if best.us is None or t.us < best.us:
             best.us, best.config, best.method, best.sm_mhz = round(t.us, 2), cand.config, t.method, mhz
+            best.detail = cand.detail
             winner = cand
     return best, winner
 
@@ -191,6 +173,7 @@ def _side_by_side(problem: GemmProblem, results: dict[str, ImplResult], winners:
         gemm.method = f"interleaved rounds: {len(timer.samples)} replays of a {timer.launches}-call CUDA graph"
     log(f"    side by side {problem.name}: " + ", ".join(
         f"{name} {results[name].gemms[problem.name].us:.1f} us" for name in timers))
+
 
 def _run_impl(impl: Implementation, problems: Sequence[GemmProblem], rep_ms: float, method: str, log: Log,
               clocks: ClockSampler | None = None,
@@ -240,7 +223,7 @@ def run(
     """Benchmark ``scenarios`` x ``draws`` with ``impls``; see the module docstring."""
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
-        raise RuntimeError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
+        raise ChordUnsupportedError("the benchmark needs a CUDA GPU (use --list to inspect scenarios on a CPU)")
     start = time.monotonic()
     if device.index is None:  # several torch APIs (e.g. memory queries) need an explicit index
         device = torch.device("cuda", torch.cuda.current_device())
@@ -263,7 +246,7 @@ def _run(scenarios: Sequence[Scenario], impls: Sequence[Implementation], *, draw
     log(f"ceilings: copy {ceilings.copy_tbps:.2f} TB/s, bf16 {ceilings.bf16_tflops:.0f} TFLOP/s ({ceilings.source})")
     result = RunResult(
         created_utc=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        command=shlex.join([os.path.basename(sys.executable), "-m", "chord_kernels.bench", *sys.argv[1:]]),
+        command=shlex.join([os.path.basename(sys.executable), "-m", "chord_bench", *sys.argv[1:]]),
         environment=environment(device),
         ceilings={"copy_tbps": ceilings.copy_tbps, "bf16_tflops": ceilings.bf16_tflops, "source": ceilings.source,
                   "nominal": {"copy_tbps": NOMINAL_H200.copy_tbps, "bf16_tflops": NOMINAL_H200.bf16_tflops}},
@@ -273,27 +256,34 @@ def _run(scenarios: Sequence[Scenario], impls: Sequence[Implementation], *, draw
     live: list[Implementation] = []
     for impl in impls:
         reason = impl.unavailable()
-        extra = {k: v for k, v in impl.describe().items() if k not in ("name", "role", "version")}
-        result.implementations.append(ImplInfo(impl.name, impl.role, impl.version, reason is None, reason, extra))
+        extra = {k: v for k, v in impl.describe().items() if k not in ("name", "role", "version", "group")}
+        result.implementations.append(
+            ImplInfo(impl.name, impl.role, impl.version, reason is None, reason, extra, impl.group))
         if reason:
             log(f"{impl.name}: unavailable: {reason}")
         else:
             live.append(impl)
-    weights = _Weights(seed, device)
-    last_series = None
+    for impl in live:
+        t0 = time.monotonic()
+        try:
+            impl.warm_up(scenarios, device, log)
+        except Exception as exc:  # candidates compile on first use instead, and fail there with the reason
+            log(f"{impl.name}: warm-up failed ({type(exc).__name__}: {exc}); compiling on first use")
+        if time.monotonic() - t0 > 1.0:
+            log(f"{impl.name}: warm-up took {time.monotonic() - t0:.0f} s")
+    weights = WeightCache(seed, device)
+    generation = weights.generation
     for scenario in scenarios:
         for draw in draws:
             if deadline_s is not None and time.monotonic() - start > deadline_s:
                 log(f"time budget of {deadline_s:.0f} s reached; stopping before {scenario.id}/{draw}")
                 result.options["stopped_early"] = True
                 return result
-            if scenario.series != last_series:
+            routing, problems = scenario_problems(scenario, draw, seed, weights)
+            if weights.generation != generation:  # other weights: per-weight state is stale
                 for impl in live:
                     impl.release()
-                last_series = scenario.series
-            routing = draw_routing(scenario, draw, seed)
-            problems = build_problems(scenario, routing, weights.get(scenario),
-                                      seed=draw_seed(seed, scenario.id, draw + "/act"), device=device)
+                generation = weights.generation
             costs = gemm_costs(scenario, routing.counts)
             sres = ScenarioResult(
                 scenario=scenario.id, family=scenario.family, series=scenario.series, draw=draw, seed=seed,
@@ -303,6 +293,7 @@ def _run(scenarios: Sequence[Scenario], impls: Sequence[Implementation], *, draw
                 floor_us=round(sum(c.floor_us(ceilings) for c in costs), 2),
                 gemms=[GemmInfo(c.name, c.n, c.k, c.bytes, c.flops, round(c.floor_us(ceilings), 2), c.bound(ceilings))
                        for c in costs],
+                parallel=scenario.parallel, expert_max_tokens=scenario.expert_max_tokens,
             )
             log(f"{scenario.id} [{draw}] tok_e={scenario.tok_e:.1f} experts_used={routing.experts_used} "
                 f"floor={sres.floor_us:.1f} us")

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 import torch
+from _problems import CPU, SIDS, problems_for, small
 
-from chord_kernels.bench import scenarios as S
-from chord_kernels.bench.impls import (
+from chord_bench.impls import (
     Bf16CeilingImpl,
     ChordIndexedImpl,
     ReferenceImpl,
     builtin_implementations,
 )
-from chord_kernels.bench.problems import GemmProblem, WeightSet, build_problems, check_output
-from chord_kernels.errors import ChordInputError
-
-CPU = torch.device("cpu")
-
-
-def small(sid: str) -> S.Scenario:
-    """A registry scenario with its family and routing kind but tiny shapes."""
-    s = S.SCENARIOS[sid]
-    experts = 16 if s.top_k > 1 else 6
-    rows = {"contiguous": experts * 128, "masked": experts * 5}.get(s.family, 40)
-    return dataclasses.replace(
-        s, num_experts=experts, gate_up=S.GemmShape("gate_up", 64, 128), down=S.GemmShape("down", 128, 32),
-        tokens=rows, rows_per_expert=128 if s.family == "contiguous" else None,
-    )
-
-
-def problems_for(sid: str, draw: str = "uniform", seed: int = 0) -> tuple[GemmProblem, GemmProblem]:
-    s = small(sid)
-    weights = tuple(WeightSet.random(s.num_experts, g.n, g.k, seed=seed + 7, device=CPU) for g in s.gemms)
-    return build_problems(s, S.draw_routing(s, draw, seed), weights, seed=seed + 11, device=CPU)
-
-
-SIDS = ["ep8_tok16", "tp8_1024", "grouped_contig_ep8_r128", "grouped_masked_ep16_m8"]
+from chord_bench.problems import check_output
+from chord_kernels import ChordInputError
 
 
 @pytest.mark.parametrize("sid", SIDS)
@@ -102,19 +78,59 @@ def test_wrong_scale_is_caught():
 
 
 def test_masked_rows_past_masked_m_are_ignored():
-    problem = problems_for("grouped_masked_ep16_m8", seed=1)[0]
+    problem = problems_for("ep8_masked8", seed=1)[0]
+    assert problem.a.shape == (6, 48, 128)  # the scenario's expert_max_tokens, not the largest count
     out = problem.reference().clone()
     out[~problem.valid_rows()] = 1e4  # undefined rows may hold anything
     assert check_output(out, problem) is None
 
 
-def test_chord_indexed_reports_why_it_cannot_run_or_declines_grouped():
+@pytest.mark.parametrize("sid", SIDS)
+@pytest.mark.parametrize("block_m", [8, 16, 64])
+def test_aligned_routing_through_the_indexed_reference_gives_the_problem_reference(sid, block_m):
+    """The routing Chord's indexed kernel (and humming's indexed path) gets: on grouped problems
+    it lists the real rows of the grouped buffer only, yet computes exactly the grouped result."""
+    from chord_kernels import reference
+
+    for problem in problems_for(sid, "skewed", seed=7):
+        r = problem.aligned(block_m)
+        assert r.num_slots == problem.output_rows() and r.block_m == block_m
+        real = r.sorted_token_ids[r.sorted_token_ids < r.num_slots]
+        assert real.numel() == int(problem.valid_rows().sum())  # padding rows are never listed
+        out = reference.indexed_gemm(
+            problem.a_flat(), problem.weight.dequantized(), r.sorted_token_ids, r.expert_ids,
+            r.num_tokens_post_padded, block_m=block_m, top_k=problem.addr_top_k, topk_weights=problem.topk_weights)
+        assert check_output(out, problem) is None
+
+
+def test_weight_cache_redraws_only_for_other_shapes():
+    from chord_bench.problems import WeightCache, scenario_problems
+
+    cache = WeightCache(seed=0, device=CPU)
+    a, b = small("ep8_tok16"), small("ep8_masked8")  # same shapes: same weights
+    _, (up_a, _) = scenario_problems(a, "uniform", 0, cache)
+    _, (up_b, _) = scenario_problems(b, "uniform", 0, cache)
+    assert up_a.weight is up_b.weight and cache.generation == 1
+    _, (up_c, _) = scenario_problems(small("tp8_1024"), "uniform", 0, cache)
+    assert cache.generation == 2 and up_c.weight.num_experts == 16
+    again = WeightCache(seed=0, device=CPU).get(a)[0]
+    assert torch.equal(again.packed, up_a.weight.packed)  # the same draw in every process
+
+
+def test_chord_indexed_runs_every_family():
     impl = ChordIndexedImpl()
-    problem = problems_for("grouped_contig_ep8_r128")[0]
-    if impl.unavailable() is None:
-        assert "indexed kernels only" in impl.unsupported(problem)
-    else:
-        assert "chord_kernels.indexed" in impl.unavailable()
+    assert impl.unavailable() is None and impl.role == "chord"
+    for sid in SIDS:
+        assert impl.unsupported(problems_for(sid)[0]) is None
+
+
+def test_describe_config_lists_dataclass_fields():
+    from chord_bench.impls import describe_config
+    from chord_kernels.indexed import DecodeConfig
+
+    text = describe_config(DecodeConfig(block_m=16, stages=5, schedule="balanced"))
+    assert text.startswith("block_m=16 ") and "stages=5" in text and "schedule=balanced" in text
+    assert describe_config("plain") == "plain"
 
 
 def test_builtin_implementations_by_name():

@@ -1,8 +1,8 @@
 """Measure the GPU's copy bandwidth and bf16 matrix rate at the start of a run.
 
-Floors are computed against these measured numbers (BENCHMARKS.md: the H200 host gave
-4.27-4.28 TB/s copy and 679-788 TFLOP/s on a bf16 8192^3 GEMM), so a floor always refers to the
-machine the implementations ran on.
+Floors are computed against these measured numbers (the H200 host gave 4.27-4.28 TB/s copy and
+679-788 TFLOP/s on a bf16 8192^3 GEMM on 2026-11-30), so a floor always refers to the machine the
+implementations ran on.
 
 Copy bandwidth must be measured with an SM kernel: a device-to-device ``copy_`` captured in a CUDA
 graph becomes a memcpy node served by the copy engines, which on an H200 reached only 2.77 TB/s
@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-from chord_kernels.bench.scenarios import Ceilings
-from chord_kernels.bench.timing import bench
+from chord_bench.scenarios import Ceilings
+from chord_bench.timing import bench
 
 COPY_BLOCK = 8192
 """Elements per Triton program (16 KiB of bf16 in, 16 KiB out)."""
