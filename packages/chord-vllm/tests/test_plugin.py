@@ -20,8 +20,11 @@ import torch  # noqa: E402
 import vllm  # noqa: E402
 import vllm.plugins  # noqa: E402
 from compressed_tensors.quantization import QuantizationArgs  # noqa: E402
-from vllm.model_executor.layers.fused_moe import FusedMoEMethodBase, RoutedExperts  # noqa: E402
-from vllm.model_executor.layers.fused_moe import all2all_utils  # noqa: E402
+from vllm.model_executor.layers.fused_moe import (  # noqa: E402
+    FusedMoEMethodBase,
+    RoutedExperts,
+    all2all_utils,
+)
 from vllm.model_executor.layers.fused_moe import config as fused_moe_config  # noqa: E402
 from vllm.model_executor.layers.fused_moe import modular_kernel as mk  # noqa: E402
 from vllm.model_executor.layers.fused_moe import moe_align_block_size as align_module  # noqa: E402

@@ -35,7 +35,7 @@ def register() -> None:
     import vllm
 
     if not _compat.vllm_version_supported(vllm.__version__):
-        tested = "%d.%d" % _compat.TESTED_VLLM
+        tested = ".".join(map(str, _compat.TESTED_VLLM))
         if mode != "force":
             _compat.logger.warning(
                 "Chord plugin not loaded: chord-vllm %s is tested with vLLM %s.x, this is vLLM %s "

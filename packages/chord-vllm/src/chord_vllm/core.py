@@ -140,8 +140,7 @@ def moe_standard(
         raise ValueError(f"global_num_experts={global_num_experts} differs from the "
                          f"{w13.num_experts} local experts; pass expert_map for expert parallelism")
     num_experts = global_num_experts if global_num_experts is not None else w13.num_experts
-    shape13, shape2, out_shape = workspace_shapes(m, n, k, top_k)
-    out = _view(out, out_shape, hidden)
+    out = _view(out, (m, k), hidden)
     if m == 0:
         return out
     block_m = block_m_for(w13, w2, m, top_k, num_experts)

@@ -137,7 +137,7 @@ def _tile_slice(tiles: torch.Tensor, proj: str, spec: Projection, start: int, si
         atom_n, atom_k, tile_n, tile_k = o["atom_n"], o["atom_k"], o["tile_n"], o["tile_k"]
     except KeyError:
         return None
-    e, atoms, words = tiles.shape
+    e, _, words = tiles.shape
     rows, groups = tile_n // atom_n, tile_k // atom_k  # atoms per tile, along N and K
     kg = spec.k // atom_k
     if proj == "w13":  # keep channel blocks [start, start+size) of gate and of up
