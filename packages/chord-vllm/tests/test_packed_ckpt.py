@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from source_slices import tp_w2, tp_w13
 
 import chord_kernels
 from chord_kernels.formats import random_quantized
@@ -13,16 +14,6 @@ from chord_vllm import packed_ckpt
 
 def _spec(pw: chord_kernels.PackedWeight) -> packed_ckpt.Projection:
     return packed_ckpt.Projection(pw.num_experts, pw.n, pw.k, pw.profile, dict(pw.options))
-
-
-def _tp(packed, scales, proj: str, rank: int, size: int):
-    if proj == "w13":
-        i = packed.shape[1] // 2
-        part = i // size
-        rows = torch.cat([torch.arange(rank * part, (rank + 1) * part), torch.arange(i + rank * part, i + (rank + 1) * part)])
-        return packed[:, rows], scales[:, rows]
-    part = packed.shape[2] * 8 // size
-    return packed[..., rank * part // 8:(rank + 1) * part // 8], scales[..., rank * part // 32:(rank + 1) * part // 32]
 
 
 @pytest.mark.parametrize(("proj", "n", "k", "tp", "whole_tiles"), [
@@ -43,7 +34,7 @@ def test_rank_slice_equals_packing_the_sliced_source(proj, n, k, tp, whole_tiles
     assert (cut_fast is not None) is whole_tiles
     for rank in range(tp):
         got = packed_ckpt.rank_slice(whole.tensors["tiles"], proj, spec, local_experts=local, tp_rank=rank, tp_size=tp)
-        want = chord_kernels.pack("indexed", *_tp(packed[local], scales[local], proj, rank, tp), profile="h200_ep8")
+        want = chord_kernels.pack("indexed", *(tp_w13 if proj == "w13" else tp_w2)(packed[local], scales[local], rank, tp), profile="h200_ep8")
         assert torch.equal(got, want.tensors["tiles"]), rank
 
 
@@ -74,6 +65,10 @@ def test_read_block_takes_chord_pack_output_and_refuses_the_rest() -> None:
     assert got["w13"] == packed_ckpt.Projection(2, 64, 64, "h200_ep8", got["w13"].options) and got["w13"].options
     with pytest.raises(ValueError, match="x/config.json: chord_pack layout_version is 7; this chord-vllm serves 1"):
         packed_ckpt.read_block(_block(layout_version=7), "x/config.json")
+    odd = _block()
+    odd["projections"]["w13"]["packed_weight"]["chord.profile"] = "mi300_ep8"
+    with pytest.raises(ValueError, match=r"packed for profile 'mi300_ep8'; this chord-vllm serves \['b200_ep8'"):
+        packed_ckpt.read_block(odd, "x/config.json")
     with pytest.raises(ValueError, match="must be a JSON object"):
         packed_ckpt.read_block(["not", "a", "dict"], "x/config.json")
     broken = _block()

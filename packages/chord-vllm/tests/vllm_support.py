@@ -38,6 +38,7 @@ def require_vllm() -> None:
 require_vllm()
 
 from safetensors.torch import load_file  # noqa: E402
+from source_slices import tp_w2, tp_w13  # noqa: E402
 from vllm.config import LoadConfig, ModelConfig, VllmConfig, set_current_vllm_config  # noqa: E402
 from vllm.model_executor.layers.fused_moe import RoutedExperts  # noqa: E402
 from vllm.model_executor.layers.fused_moe.activation import MoEActivation  # noqa: E402
@@ -143,12 +144,7 @@ def source_weights(tensors: dict[str, torch.Tensor], layer: int, experts: list[i
 
 def tp_slice(w13, w2, rank: int, size: int):
     """Rank ``rank`` of ``size``'s share of source weights (gate and up rows, down columns)."""
-    (p13, s13), (p2, s2) = w13, w2
-    i = p13.shape[1] // 2
-    part = i // size
-    rows = torch.cat([torch.arange(rank * part, (rank + 1) * part), torch.arange(i + rank * part, i + (rank + 1) * part)])
-    return ((p13[:, rows], s13[:, rows]),
-            (p2[..., rank * part // 8:(rank + 1) * part // 8], s2[..., rank * part // 32:(rank + 1) * part // 32]))
+    return tp_w13(*w13, rank, size), tp_w2(*w2, rank, size)
 
 
 def routing(m: int, experts: int, top_k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

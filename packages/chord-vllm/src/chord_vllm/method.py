@@ -167,6 +167,9 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         assert self.packed is not None
         tiles = getattr(layer, packed_ckpt.param_name(proj)).data
         n, k = self._local_nk(proj)
+        if self.packed[proj].profile != self.profile:
+            _compat.log_once(logging.INFO, f"Chord: the checkpoint was packed for profile {self.packed[proj].profile}; "
+                                           f"this deployment runs it as {self.profile} (same layout bytes)")
         return self.packed[proj].weight(tiles, num_experts=tiles.shape[0], n=n, k=k, profile=self.profile)
 
     def get_fused_moe_quant_config(self, layer: RoutedExperts) -> FusedMoEQuantConfig:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from chord_kernels import PackedWeight, pack, unpack
+from chord_vllm._compat import PROFILE_BY_ARCH
 
 SCHEMA_VERSION = 1
 FORMAT = "chord-packed"
@@ -27,6 +28,9 @@ PROJECTIONS = ("w13", "w2")
 NAME_PATTERN = re.compile(r"\.mlp\.experts\.chord\.(w13|w2)\.(\w+)$")
 """chord-pack's tensor names; vLLM's parameters sit under ``.mlp.experts.routed_experts``."""
 NAME_REPLACEMENT = r".mlp.experts.routed_experts.chord_\1_\2"
+SERVED_PROFILES = frozenset(p for pair in PROFILE_BY_ARCH.values() for p in pair)
+"""Profiles a checkpoint may carry. The indexed layout's bytes are the same for all of them, so a
+rank serving another profile relabels the tiles."""
 
 
 def param_name(proj: str) -> str:
@@ -101,6 +105,9 @@ def read_block(block: object, where: str) -> dict[str, Projection]:
                              f"({exc!r}): {meta}") from None
         need(layout, LAYOUT, f"projections.{proj} layout")
         need(version, indexed_layout_version(), f"projections.{proj} layout_version")
+        if out[proj].profile not in SERVED_PROFILES:
+            raise ValueError(f"{where}: chord_pack projections.{proj} was packed for profile "
+                             f"{out[proj].profile!r}; this chord-vllm serves {sorted(SERVED_PROFILES)}")
     return out
 
 
