@@ -13,10 +13,13 @@ PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave")
 # CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
 TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
 
-NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0")
-"""nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI."""
+NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0",
+               "nvidia-nvvm~=13.0.0", "nvidia-cuda-crt~=13.0.0")
+"""nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI. nvcc's own
+nvvm and crt are unpinned by it: a newer nvvm emits PTX its ptxas 13.0 rejects."""
 
-VLLM = "vllm==0.33.0"
+VLLM_VERSION = "0.33.0"
+VLLM = f"vllm=={VLLM_VERSION}"
 """The vLLM release chord-vllm is tested against (its CUDA wheel; the CPU tests use its Python)."""
 VLLM_DEPS = (
     "packaging", "numpy", "psutil", "pyzmq", "regex", "pydantic>=2.12", "cbor2",
@@ -71,7 +74,8 @@ def vllm(session: nox.Session) -> None:
     # vLLM's wheel is 336 MB: keep it across runs (pip skips a file already in the folder).
     session.run("python", "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(cache), VLLM)
     session.install(TORCH)
-    session.install("--no-deps", "--find-links", str(cache), VLLM)
+    wheel = max(cache.glob(f"vllm-{VLLM_VERSION}-*.whl"))
+    session.install("--no-deps", str(wheel))
     pins = Path(session.create_tmp()) / "torch-pin.txt"
     pins.write_text(TORCH + "\n")  # nothing below may replace the CPU torch
     session.install("--constraint", str(pins), *VLLM_DEPS)
