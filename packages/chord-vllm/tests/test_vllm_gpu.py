@@ -87,10 +87,11 @@ def test_apply_with_chord_kernels(vllm_cuda, name, rank) -> None:
     m = 8
     ids, weights = vs.routing(m, EXPERTS, TOP_K, seed=1)
     ids, weights, x = ids.cuda(), weights.cuda(), vs.activations(m, HIDDEN, seed=1).cuda()
-    vs.apply(layer, x, weights, ids)  # warm
-    graph, out = torch.cuda.CUDAGraph(), None
-    with torch.cuda.graph(graph):
-        out = vs.apply(layer, x, weights, ids)
+    graph = torch.cuda.CUDAGraph()
+    with vs.set_current_vllm_config(vs.VllmConfig()):
+        layer.quant_method.apply(layer, x, weights, ids, None, None)  # warm: sizes vLLM's workspace
+        with torch.cuda.graph(graph):
+            out = layer.quant_method.apply(layer, x, weights, ids, None, None)
     new_ids, new_weights = vs.routing(m, EXPERTS, TOP_K, seed=2)
     ids.copy_(new_ids)
     weights.copy_(new_weights)
