@@ -13,9 +13,25 @@ PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave", "ch
 # CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
 TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
 
-NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-nvvm~=13.0.0", "nvidia-cuda-crt~=13.0.0",
-               "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0")
-"""nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI."""
+NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0",
+               "nvidia-nvvm~=13.0.0", "nvidia-cuda-crt~=13.0.0")
+"""nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI. nvcc's own
+nvvm and crt are unpinned by it: a newer nvvm emits PTX its ptxas 13.0 rejects."""
+
+VLLM_VERSION = "0.33.0"
+VLLM = f"vllm=={VLLM_VERSION}"
+"""The vLLM release chord-vllm is tested against (its CUDA wheel; the CPU tests use its Python)."""
+VLLM_DEPS = (
+    "packaging", "numpy", "psutil", "pyzmq", "regex", "pydantic>=2.12", "cbor2",
+    "transformers>=5.16.1,<5.21", "aiohttp", "requests", "oss-harmony", "openai", "pillow", "pybase64",
+    "cachetools", "msgspec", "cloudpickle", "uvloop", "py-cpuinfo", "prometheus_client",
+    "fastapi>=0.133,<0.137", "partial-json-parser", "llguidance>=1.7,<1.8", "einops",
+    "compressed-tensors==0.17.0",
+)
+"""What importing vLLM's model-executor classes needs, without its CUDA stack (torch 2.14,
+flashinfer, triton...): vLLM itself is installed without dependencies, on the CPU torch."""
+VLLM_NO_DEPS = ("xgrammar==0.2.8", "apache-tvm-ffi")
+"""Imported by vLLM; their own dependencies would pull triton (1 GB), which nothing here runs."""
 
 nox.options.sessions = ["tests", "lint"]
 nox.options.reuse_existing_virtualenvs = True
@@ -48,6 +64,26 @@ def tests(session: nox.Session) -> None:
                 failed.append(package)  # keep going: one package's failure must not hide the others'
     if failed:
         session.error(f"tests failed in: {', '.join(failed)}")
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """chord-vllm's tests against the real vLLM 0.33 classes, on CPU: vLLM's wheel without its
+    dependencies, the pure-Python ones it imports, the CPU torch. Fails if vLLM is missing."""
+    cache = Path(os.environ.get("CHORD_WHEEL_CACHE", Path.home() / ".cache" / "chord" / "wheels"))
+    # vLLM's wheel is 336 MB: keep it across runs (pip skips a file already in the folder).
+    session.run("python", "-m", "pip", "download", "--quiet", "--no-deps", "--dest", str(cache), VLLM)
+    session.install(TORCH)
+    wheel = max(cache.glob(f"vllm-{VLLM_VERSION}-*.whl"))
+    session.install("--no-deps", str(wheel))
+    pins = Path(session.create_tmp()) / "torch-pin.txt"
+    pins.write_text(TORCH + "\n")  # nothing below may replace the CPU torch
+    session.install("--constraint", str(pins), *VLLM_DEPS)
+    session.install("--no-deps", *VLLM_NO_DEPS)
+    session.install(*[f"-e{ROOT / 'packages' / p}[test]" for p in ("chord-kernels", "chord-pack", "chord-vllm")])
+    with session.chdir(ROOT / "packages" / "chord-vllm"):
+        session.run("pytest", "-q", "-p", "no:cacheprovider", *session.posargs,
+                    env={"VLLM_TARGET_DEVICE": "cpu", "CHORD_REQUIRE_VLLM": "1"})
 
 
 @nox.session

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import chord_vllm
+
 
 def test_import_touches_neither_cuda_nor_vllm() -> None:
     code = (
@@ -15,4 +17,4 @@ def test_import_touches_neither_cuda_nor_vllm() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "0.0.1"
+    assert out.stdout.strip() == chord_vllm.__version__

@@ -1,0 +1,162 @@
+"""One MoE layer as vLLM's Standard-format experts run it, without vLLM.
+
+routing -> gate_up GEMM -> SiLU-and-mul -> down GEMM (x top-k weight) -> top-k sum, into buffers the
+caller owns (vLLM's workspaces). Numerics are Chord's contract (docs/formats.md): the top-k weight
+multiplies the down GEMM's fp32 accumulator before its one bf16 rounding, SiLU(gate) * up runs in
+fp32 and rounds once, and the top-k sum adds in fp32 and rounds once — bit for bit
+:func:`chord_kernels.reference.moe_layer`.
+
+Everything is host arithmetic on shapes plus device work: no host synchronization, so a whole call
+can be captured in a CUDA graph once :func:`prepare` has compiled the kernels. The GPU tests drive
+this module directly, on hosts where vLLM cannot be installed.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from chord_kernels import PackedWeight, indexed, reference, routing
+from chord_kernels.indexed.heuristics import BLOCK_MS
+
+Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""vLLM's ``moe_align_block_size`` result: sorted_token_ids, expert_ids, num_tokens_post_padded."""
+
+GEMM_TAKES_WORKSPACE = "workspace" in inspect.signature(indexed.gemm).parameters
+"""Whether ``indexed.gemm`` takes a caller-owned split-K workspace. Until it does, its workspace is
+one per device, so two streams (vLLM's dual-batch overlap) must not run Chord GEMMs concurrently."""
+
+
+def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
+                topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None) -> None:
+    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``)."""
+    extra = {} if workspace is None else {"workspace": workspace}
+    indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
+                 **extra)
+
+
+def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
+                   topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None) -> None:
+    """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels)."""
+    out.copy_(reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k,
+                                     topk_weights=topk_weights))
+
+
+def chord_align(topk_ids: torch.Tensor, block_m: int, num_experts: int,
+                expert_map: torch.Tensor | None) -> Routing:
+    """``chord_kernels.routing.align_block_size``: vLLM's contract in pure PyTorch, graph-safe."""
+    r = routing.align_block_size(topk_ids, block_m, num_experts, expert_map)
+    return r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where the two GEMMs and the routing come from."""
+
+    gemm: Callable[..., None]
+    align: Callable[[torch.Tensor, int, int, torch.Tensor | None], Routing]
+    name: str
+
+
+KERNELS = Backend(kernel_gemm, chord_align, "chord kernels")
+REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)")
+
+
+def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int,
+                global_num_experts: int) -> int:
+    """One routing block size for both GEMMs, from shapes only (graph-safe).
+
+    With expert parallelism ``topk_ids`` are global, so the local slot count is scaled by
+    local / global experts before the heuristic sees it.
+    """
+    local_slots = math.ceil(num_tokens * top_k * w13.num_experts / max(1, global_num_experts))
+    return min(indexed.choose_block_m(w13, local_slots), indexed.choose_block_m(w2, local_slots))
+
+
+def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
+                     ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(workspace13, workspace2, output) for ``N = 2I`` gate_up rows and hidden size ``K``.
+
+    gate_up and then the down rows live in workspace2, the activation in workspace13. vLLM lets the
+    output share workspace13's memory; the output is written last, after the activation is dead.
+    """
+    return (num_tokens, top_k, n // 2), (num_tokens, top_k, max(n, k)), (num_tokens, k)
+
+
+def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    if buffer is None:
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+    return buffer.reshape(-1)[: math.prod(shape)].view(shape)
+
+
+def gate_up_act(hidden: torch.Tensor, w13: PackedWeight, route: Routing, *, block_m: int, top_k: int,
+                gate_up: torch.Tensor, act: torch.Tensor, backend: Backend) -> None:
+    """gate_up GEMM, then SiLU(gate) * up in fp32 rounded once (the seam for a fused kernel)."""
+    backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=gate_up)
+    act.copy_(reference.silu_and_mul(gate_up))
+
+
+def down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor, *,
+             block_m: int, down: torch.Tensor, out: torch.Tensor, backend: Backend) -> None:
+    """down GEMM with the top-k weight on its fp32 accumulator, then the fp32 top-k sum rounded
+    once into ``out`` (the seam for a fused kernel)."""
+    backend.gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=down)
+    out.copy_(down.view(out.shape[0], -1, out.shape[1]).float().sum(dim=1))
+
+
+def moe_standard(
+    hidden: torch.Tensor,
+    w13: PackedWeight,
+    w2: PackedWeight,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    global_num_experts: int | None = None,
+    expert_map: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    workspace13: torch.Tensor | None = None,
+    workspace2: torch.Tensor | None = None,
+    backend: Backend = KERNELS,
+) -> torch.Tensor:
+    """A whole MoE layer on ``[M, H]`` bf16 activations -> ``out`` ``[M, H]`` bf16.
+
+    ``w13`` holds ``[E_local, 2I, H]`` (gate rows then up rows), ``w2`` ``[E_local, H, I]``.
+    ``topk_ids`` are global expert ids; with ``expert_map`` (global -> local id or -1) only local
+    experts contribute, giving this rank's partial sum. Workspaces follow :func:`workspace_shapes`
+    (missing ones are allocated); ``out`` may share workspace13's memory.
+    """
+    m, top_k = topk_ids.shape
+    n, k = w13.n, w2.n
+    if hidden.shape != (m, w13.k) or w2.k * 2 != n:
+        raise ValueError(
+            f"hidden {list(hidden.shape)} / topk_ids {list(topk_ids.shape)}: expected [{m}, {w13.k}] "
+            f"activations for w13 [{w13.num_experts}, {n}, {w13.k}] and w2 [{w2.num_experts}, {k}, {w2.k}]"
+        )
+    if expert_map is None and global_num_experts not in (None, w13.num_experts):
+        raise ValueError(f"global_num_experts={global_num_experts} differs from the "
+                         f"{w13.num_experts} local experts; pass expert_map for expert parallelism")
+    num_experts = global_num_experts if global_num_experts is not None else w13.num_experts
+    out = _view(out, (m, k), hidden)
+    if m == 0:
+        return out
+    block_m = block_m_for(w13, w2, m, top_k, num_experts)
+    route = backend.align(topk_ids, block_m, num_experts, expert_map)
+    act = _view(workspace13, (m * top_k, n // 2), hidden)
+    gate_up = _view(workspace2, (m * top_k, n), hidden)
+    gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, gate_up=gate_up, act=act,
+                backend=backend)
+    down = _view(workspace2, (m * top_k, k), hidden)  # gate_up is dead once act is written
+    down_sum(act, w2, route, topk_weights, block_m=block_m, down=down, out=out, backend=backend)
+    return out
+
+
+def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device) -> None:
+    """Compile and load every kernel :func:`moe_standard` may launch for these weights, and
+    allocate Chord's per-device scratch, outside any CUDA-graph capture."""
+    for block_m in BLOCK_MS:
+        indexed.prepare(w13, block_m, device)
+        indexed.prepare(w2, block_m, device)

@@ -1,0 +1,188 @@
+"""``ChordWNA16MoEMethod``: the quantization method of a MoE layer Chord serves.
+
+Original Kimi checkpoints (compressed-tensors ``pack-quantized``) load into exactly the parameters
+vLLM's own compressed-tensors method creates, through vLLM's loader and its TP/EP sharding; after
+loading they are packed into Chord's indexed layout on the GPU and the source tensors are freed.
+chord-pack checkpoints load their tiles directly (:mod:`chord_vllm.packed_ckpt`). Either way the
+kernels are compiled and warmed before vLLM captures CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from compressed_tensors.quantization import QuantizationArgs
+from vllm.model_executor.layers.fused_moe import FusedMoEMethodBase, RoutedExperts, SharedExperts
+from vllm.model_executor.layers.fused_moe import modular_kernel as mk
+from vllm.model_executor.layers.fused_moe.all2all_utils import maybe_make_prepare_finalize
+from vllm.model_executor.layers.fused_moe.config import (
+    FusedMoEConfig,
+    FusedMoEParallelConfig,
+    FusedMoEQuantConfig,
+    int4_w4a16_moe_quant_config,
+)
+from vllm.model_executor.utils import set_weight_attrs
+
+import chord_kernels
+from chord_kernels import PackedWeight
+from chord_vllm import _compat, core, packed_ckpt
+from chord_vllm.experts import ChordIndexedExperts
+
+PACK_CHUNK_BYTES = 128 << 20
+"""Source bytes packed per step after loading; the transient is a few times this."""
+
+
+class ChordWNA16MoEMethod(FusedMoEMethodBase):
+    """int4 group-32 symmetric W4A16 experts on Chord kernels (see the module docstring)."""
+
+    def __init__(self, weight_quant: QuantizationArgs, moe: FusedMoEConfig, *, prefix: str, profile: str,
+                 packed: dict[str, packed_ckpt.Projection] | None):
+        super().__init__(moe)
+        self.weight_quant = weight_quant
+        self.prefix = prefix
+        self.profile = profile
+        self.packed = packed
+        """The checkpoint's projections when it is a chord-pack output, else None."""
+        self.w13: PackedWeight | None = None
+        self.w2: PackedWeight | None = None
+
+    def maybe_roundup_sizes(self, hidden_size: int, intermediate_size_per_partition: int,
+                            act_dtype: torch.dtype, moe_parallel_config: FusedMoEParallelConfig
+                            ) -> tuple[int, int]:
+        # The decision only takes deployments whose all2all pads nothing (Chord's tiles are not padded).
+        return hidden_size, intermediate_size_per_partition
+
+    def create_weights(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
+                       intermediate_size_per_partition: int, params_dtype: torch.dtype,
+                       **extra_weight_attrs) -> None:
+        if self.packed is not None:
+            self._create_tiles(layer, num_experts, hidden_size, intermediate_size_per_partition)
+            return
+        # vLLM 0.33's compressed-tensors WNA16 parameters, N-first as in the checkpoint, so that
+        # RoutedExperts.weight_loader shards them for TP and EP unchanged.
+        extra_weight_attrs.update({"is_transposed": False, "quant_method": "group"})
+        e, h, i = num_experts, hidden_size, intermediate_size_per_partition
+        group = self.weight_quant.group_size
+        shapes = {
+            "w13_weight_packed": ((e, 2 * i, h // 8), torch.int32),
+            "w2_weight_packed": ((e, h, i // 8), torch.int32),
+            "w13_weight_scale": ((e, 2 * i, h // group), params_dtype),
+            "w2_weight_scale": ((e, h, i // group), params_dtype),
+            "w13_weight_shape": ((e, 2), torch.get_default_dtype()),
+            "w2_weight_shape": ((e, 2), torch.get_default_dtype()),
+        }
+        for name, (shape, dtype) in shapes.items():
+            param = torch.nn.Parameter(torch.empty(shape, dtype=dtype), requires_grad=False)
+            layer.register_parameter(name, param)
+            set_weight_attrs(param, extra_weight_attrs)
+        layer.num_groups_w13, layer.num_groups_w2 = h // group, i // group
+        layer.a13_scale = layer.a2_scale = None
+
+    def _create_tiles(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
+                      intermediate_size_per_partition: int) -> None:
+        assert self.packed is not None
+        moe = self.moe
+        want = {"w13": (2 * moe.intermediate_size, hidden_size), "w2": (hidden_size, moe.intermediate_size)}
+        for proj, spec in self.packed.items():
+            if (spec.num_experts, spec.n, spec.k) != (moe.num_experts, *want[proj]):
+                raise ValueError(
+                    f"{self.prefix}: the chord_pack block describes {proj} as [{spec.num_experts}, "
+                    f"{spec.n}, {spec.k}], the model as [{moe.num_experts}, {want[proj][0]}, "
+                    f"{want[proj][1]}]: config.json and the tensors disagree"
+                )
+            n, k = self._local_nk(proj)
+            tiles = torch.empty(packed_ckpt.tiles_shape(num_experts, n, k, self.profile), dtype=torch.int32)
+            param = torch.nn.Parameter(tiles, requires_grad=False)
+            layer.register_parameter(packed_ckpt.param_name(proj), param)
+            set_weight_attrs(param, {"weight_loader": self._tile_loader(layer, proj, spec)})
+
+    def _local_nk(self, proj: str) -> tuple[int, int]:
+        i, h = self.moe.intermediate_size_per_partition, self.moe.hidden_dim
+        return (2 * i, h) if proj == "w13" else (h, i)
+
+    def _tile_loader(self, layer: RoutedExperts, proj: str, spec: packed_ckpt.Projection):
+        def load(param: torch.nn.Parameter, loaded: torch.Tensor) -> None:
+            local = packed_ckpt.expert_slices(spec.num_experts, [
+                layer._map_global_expert_id_to_local_expert_id(g) for g in range(spec.num_experts)])
+            cut = packed_ckpt.rank_slice(loaded, proj, spec, local_experts=local,
+                                         tp_rank=self.moe.tp_rank, tp_size=self.moe.tp_size)
+            if cut.shape != param.shape:
+                raise ValueError(f"{self.prefix}: chord {proj} tiles for this rank are {list(cut.shape)}, "
+                                 f"the parameter is {list(param.shape)}")
+            param.data.copy_(cut)
+
+        return load
+
+    def process_weights_after_loading(self, layer: RoutedExperts) -> None:
+        if self.packed is None:
+            self.w13 = self._pack_source(layer, "w13")
+            self.w2 = self._pack_source(layer, "w2")
+        else:
+            self.w13, self.w2 = (self._loaded_tiles(layer, p) for p in packed_ckpt.PROJECTIONS)
+        layer.w13_weight = getattr(layer, packed_ckpt.param_name("w13"))
+        layer.w2_weight = getattr(layer, packed_ckpt.param_name("w2"))
+        device = self.w13.tensors["tiles"].device
+        if device.type == "cuda":
+            core.prepare(self.w13, self.w2, device)  # compile and warm before graph capture
+        self.moe_quant_config = self.get_fused_moe_quant_config(layer)
+        prepare_finalize = maybe_make_prepare_finalize(
+            moe=self.moe, quant_config=self.moe_quant_config,
+            routing_tables=layer._expert_routing_tables(), allow_new_interface=True)
+        if prepare_finalize is None:
+            raise RuntimeError(f"{self.prefix}: vLLM built no prepare/finalize for "
+                               f"{self.moe.moe_parallel_config}")
+        experts = ChordIndexedExperts(self.moe, self.moe_quant_config, w13=self.w13, w2=self.w2)
+        self.moe_kernel = mk.FusedMoEKernel(prepare_finalize, experts)
+        _compat.log_once(logging.INFO, f"Chord serves the routed experts of {self.prefix} "
+                                       f"({self.w13.num_experts} local experts, profile {self.profile}, "
+                                       f"{experts.backend.name}); further layers are not logged")
+
+    def _pack_source(self, layer: RoutedExperts, proj: str) -> PackedWeight:
+        """Pack the loaded compressed-tensors weights experts-chunk by chunk into one tiles tensor,
+        then free the source parameters."""
+        packed, scales = getattr(layer, f"{proj}_weight_packed"), getattr(layer, f"{proj}_weight_scale")
+        chord_kernels.formats.check_quantized(packed.data, scales.data, f"{self.prefix}.{proj}")
+        e = packed.shape[0]
+        per_expert = packed[0].nbytes + scales[0].nbytes
+        step = max(1, PACK_CHUNK_BYTES // max(1, per_expert))
+        tiles = first = None
+        for e0 in range(0, e, step):
+            part = chord_kernels.pack("indexed", packed.data[e0:e0 + step], scales.data[e0:e0 + step],
+                                      profile=self.profile)
+            if tiles is None:
+                first = part
+                tiles = torch.empty((e, *part.tensors["tiles"].shape[1:]), dtype=torch.int32,
+                                    device=packed.device)
+            tiles[e0:e0 + step].copy_(part.tensors["tiles"])
+        assert first is not None and tiles is not None
+        for suffix in ("weight_packed", "weight_scale", "weight_shape"):
+            delattr(layer, f"{proj}_{suffix}")
+        layer.register_parameter(packed_ckpt.param_name(proj), torch.nn.Parameter(tiles, requires_grad=False))
+        return PackedWeight(layout=first.layout, family=first.family, mode=first.mode, profile=first.profile,
+                            layout_version=first.layout_version, num_experts=e, n=first.n, k=first.k,
+                            group_size=first.group_size, tensors={"tiles": tiles}, options=first.options)
+
+    def _loaded_tiles(self, layer: RoutedExperts, proj: str) -> PackedWeight:
+        assert self.packed is not None
+        tiles = getattr(layer, packed_ckpt.param_name(proj)).data
+        n, k = self._local_nk(proj)
+        if self.packed[proj].profile != self.profile:
+            _compat.log_once(logging.INFO, f"Chord: the checkpoint was packed for profile {self.packed[proj].profile}; "
+                                           f"this deployment runs it as {self.profile} (same layout bytes)")
+        return self.packed[proj].weight(tiles, num_experts=tiles.shape[0], n=n, k=k, profile=self.profile)
+
+    def get_fused_moe_quant_config(self, layer: RoutedExperts) -> FusedMoEQuantConfig:
+        # Activations stay bf16 through every prepare; the scales live inside Chord's tiles.
+        return int4_w4a16_moe_quant_config(w1_scale=None, w2_scale=None, block_shape=[0, 32])
+
+    def apply(self, layer: RoutedExperts, x: torch.Tensor, topk_weights: torch.Tensor,
+              topk_ids: torch.Tensor, shared_experts: SharedExperts | None,
+              shared_experts_input: torch.Tensor | None) -> torch.Tensor:
+        if self.moe_kernel is None:
+            raise RuntimeError(f"{self.prefix}: Chord's MoE kernel runs only after process_weights_after_loading")
+        return self.moe_kernel.apply(
+            x, layer.w13_weight, layer.w2_weight, topk_weights=topk_weights, topk_ids=topk_ids,
+            activation=layer.activation, global_num_experts=layer.global_num_experts,
+            expert_map=layer.expert_map, apply_router_weight_on_input=layer.apply_router_weight_on_input,
+            shared_experts=shared_experts, shared_experts_input=shared_experts_input)

@@ -1,0 +1,211 @@
+"""Chord's MoE layers in vLLM 0.33 on CPU: parameters, loading a tiny Kimi checkpoint (source and
+chord-packed) as simulated TP and EP ranks, packing after loading, and ``FusedMoEKernel.apply``
+through vLLM's real prepare/finalize against ``chord_kernels.reference.moe_layer``.
+
+The device checks are told this is an H200 and the experts run Chord's reference GEMMs (there is no
+GPU here); the GPU tests of :mod:`chord_vllm.core` cover the kernels.
+"""
+
+from __future__ import annotations
+
+import vllm_support as vs
+
+vs.require_vllm()  # skips this module without vLLM 0.33 (fails under CHORD_REQUIRE_VLLM=1)
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import chord_kernels  # noqa: E402
+import chord_vllm  # noqa: E402
+from chord_kernels import reference  # noqa: E402
+from chord_pack.convert import convert  # noqa: E402
+from chord_pack.demo import kimi_config, kimi_tensors, write_checkpoint  # noqa: E402
+from chord_vllm import _compat, core, experts, packed_ckpt  # noqa: E402
+from chord_vllm.method import ChordWNA16MoEMethod  # noqa: E402
+
+# I = 512 so that TP2 ranks (256 each) cut whole tiles; I = 192 below exercises the repacking path.
+DIMS = {"layers": 1, "experts": 8, "hidden": 256, "intermediate": 512}
+E, H, INTER = DIMS["experts"], DIMS["hidden"], DIMS["intermediate"]
+RANKS = [("TP1", {}), ("TP2 rank 0", dict(tp=2, tp_rank=0)), ("TP2 rank 1", dict(tp=2, tp_rank=1)),
+         ("EP2 rank 0", dict(ep=2, ep_rank=0)), ("EP2 rank 1", dict(ep=2, ep_rank=1)),
+         ("EP2 rank 1 round-robin", dict(ep=2, ep_rank=1, placement="round_robin"))]
+
+
+@pytest.fixture(autouse=True)
+def chord_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHORD_VLLM", raising=False)
+    chord_vllm.register()
+    monkeypatch.setattr(_compat, "device_arch", lambda: ("sm_90a", ""))
+    monkeypatch.setattr(_compat, "nvcc_problem", lambda: None)
+    monkeypatch.setattr(experts, "kernel_backend", lambda: core.REFERENCE)
+
+
+def _write(root: Path, dims: dict) -> dict:
+    src = write_checkpoint(root / "src", kimi_config("k2-thinking", **dims), kimi_tensors("k2-thinking", **dims))
+    convert(src, root / "packed", "indexed", "h200_ep8", max_shard_bytes=1_000_000)
+    return {"src": src, "packed": root / "packed", "tensors": vs.read_tensors(src),
+            "packed_tensors": vs.read_tensors(root / "packed")}
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _write(tmp_path_factory.mktemp("kimi"), DIMS)
+
+
+def _rank_source(tensors, **rank):
+    """The source weights rank ``rank`` should hold, cut by hand: its experts, then its TP slice."""
+    layer = vs.build_layer(None, experts=E, hidden=H, intermediate=INTER, **rank)
+    local = packed_ckpt.expert_slices(E, [layer._map_global_expert_id_to_local_expert_id(g) for g in range(E)])
+    w13, w2 = vs.source_weights(tensors, 1, local)
+    if rank.get("tp", 1) > 1:
+        w13, w2 = vs.tp_slice(w13, w2, rank["tp_rank"], rank["tp"])
+    return w13, w2, layer.expert_map
+
+
+def _loaded(ckpt: dict, kind: str, **rank):
+    _, config = vs.quant_config(ckpt[kind])
+    layer = vs.build_layer(config, experts=E, hidden=H, intermediate=INTER, **rank)
+    tensors = ckpt["tensors" if kind == "src" else "packed_tensors"]
+    taken = vs.load_experts(layer, tensors, mapper=config.get_checkpoint_weight_mapper())
+    return layer, taken
+
+
+@pytest.mark.parametrize(("name", "rank"), RANKS, ids=[r[0] for r in RANKS])
+def test_source_checkpoint_loads_packs_and_serves(ckpt, name, rank) -> None:
+    layer, taken = _loaded(ckpt, "src", **rank)
+    method = layer.quant_method
+    assert isinstance(method, ChordWNA16MoEMethod) and method.packed is None
+    w13, w2, expert_map = _rank_source(ckpt["tensors"], **rank)
+    local = w13[0].shape[0]
+    assert taken == local * 9  # 3 projections x (packed, scale, shape) per local expert
+    # vLLM's loader put exactly the rank's slices into the compressed-tensors parameters.
+    assert torch.equal(layer.w13_weight_packed.data, w13[0]) and torch.equal(layer.w13_weight_scale.data, w13[1])
+    assert torch.equal(layer.w2_weight_packed.data, w2[0]) and torch.equal(layer.w2_weight_scale.data, w2[1])
+    method.process_weights_after_loading(layer)
+    names = {n for n, _ in layer.named_parameters()}
+    assert names == {"chord_w13_tiles", "chord_w2_tiles"}  # the source tensors are freed
+    want13 = chord_kernels.pack("indexed", *w13, profile=method.profile)
+    assert torch.equal(layer.chord_w13_tiles.data, want13.tensors["tiles"])
+    assert torch.equal(layer.w2_weight.data, chord_kernels.pack("indexed", *w2, profile=method.profile).tensors["tiles"])
+    assert (method.w13.n, method.w13.k, method.w2.n, method.w2.k) == (w13[0].shape[1], H, H, w2[0].shape[2] * 8)
+    assert all(torch.equal(a, b) for a, b in zip(chord_kernels.unpack(method.w13), w13, strict=True))
+    _check_apply(layer, w13, w2, expert_map)
+
+
+@pytest.mark.parametrize(("name", "rank"), RANKS, ids=[r[0] for r in RANKS])
+def test_chord_packed_checkpoint_loads_through_the_name_mapper(ckpt, name, rank) -> None:
+    layer, taken = _loaded(ckpt, "packed", **rank)
+    method = layer.quant_method
+    assert isinstance(method, ChordWNA16MoEMethod) and method.packed is not None
+    assert taken == 2 and {n for n, _ in layer.named_parameters()} == {"chord_w13_tiles", "chord_w2_tiles"}
+    w13, w2, expert_map = _rank_source(ckpt["tensors"], **rank)
+    method.process_weights_after_loading(layer)
+    # Tiles cut from the stacked checkpoint equal packing the rank's slice of the source.
+    assert torch.equal(layer.chord_w13_tiles.data, chord_kernels.pack("indexed", *w13, profile="h200_ep8").tensors["tiles"])
+    assert torch.equal(layer.chord_w2_tiles.data, chord_kernels.pack("indexed", *w2, profile="h200_ep8").tensors["tiles"])
+    assert method.w13.profile == method.profile  # relabelled for this deployment
+    _check_apply(layer, w13, w2, expert_map)
+
+
+def test_tp_slices_that_cut_tiles_are_repacked(tmp_path) -> None:
+    dims = {**DIMS, "intermediate": 192}  # TP2: 96 channels per rank, not whole 64 x 256 tiles
+    ck = _write(tmp_path, dims)
+    for tp_rank in (0, 1):
+        _, config = vs.quant_config(ck["packed"])
+        layer = vs.build_layer(config, experts=E, hidden=H, intermediate=192, tp=2, tp_rank=tp_rank)
+        vs.load_experts(layer, ck["packed_tensors"], mapper=config.get_checkpoint_weight_mapper())
+        layer.quant_method.process_weights_after_loading(layer)
+        w13, w2 = vs.tp_slice(*vs.source_weights(ck["tensors"], 1, list(range(E))), tp_rank, 2)
+        assert torch.equal(layer.chord_w13_tiles.data, chord_kernels.pack("indexed", *w13, profile="h200_ep8").tensors["tiles"])
+        assert torch.equal(layer.chord_w2_tiles.data, chord_kernels.pack("indexed", *w2, profile="h200_ep8").tensors["tiles"])
+
+
+def test_chord_packed_tiles_of_the_wrong_shape_are_refused(ckpt) -> None:
+    _, config = vs.quant_config(ckpt["packed"])
+    layer = vs.build_layer(config, experts=E, hidden=H, intermediate=INTER)
+    param = layer.chord_w13_tiles
+    with pytest.raises(ValueError, match=r"chord w13 tiles: expected int32 \[8, .*for \[8, 1024, 256\] weights"):
+        param.weight_loader(param, torch.zeros(7, 3, 72, dtype=torch.int32))
+
+
+def _check_apply(layer, w13, w2, expert_map, ms=(1, 5, 33)) -> None:
+    """``quant_method.apply`` (vLLM's FusedMoEKernel with the no-DP/EP prepare/finalize) equals the
+    reference layer on the rank's own weights, bit for bit (EP ranks: their partial sums)."""
+    for m in ms:
+        ids, weights = vs.routing(m, E, 2, seed=m)
+        x = vs.activations(m, H, seed=m)
+        got = vs.apply(layer, x, weights, ids)
+        want = reference.moe_layer(x, w13, w2, weights, ids, global_num_experts=E, expert_map=expert_map)
+        assert got.shape == (m, H) and torch.equal(got, want), f"M={m}"
+
+
+def test_apply_with_no_tokens(ckpt) -> None:
+    layer, _ = _loaded(ckpt, "src")
+    layer.quant_method.process_weights_after_loading(layer)
+    ids, weights = vs.routing(0, E, 2)
+    assert vs.apply(layer, vs.activations(0, H), weights, ids).shape == (0, H)
+
+
+@pytest.fixture(scope="module")
+def ep_layer(ckpt):
+    """EP2 rank 1, loaded and packed once for the property test."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_compat, "device_arch", lambda: ("sm_90a", ""))
+        mp.setattr(_compat, "nvcc_problem", lambda: None)
+        mp.setattr(experts, "kernel_backend", lambda: core.REFERENCE)
+        chord_vllm.register()
+        layer, _ = _loaded(ckpt, "src", ep=2, ep_rank=1)
+        layer.quant_method.process_weights_after_loading(layer)
+    w13, w2, expert_map = _rank_source(ckpt["tensors"], ep=2, ep_rank=1)
+    return layer, w13, w2, expert_map
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(m=st.integers(1, 40), top_k=st.integers(1, 4), hot=st.booleans(), int64=st.booleans(),
+       seed=st.integers(0, 1 << 16))
+def test_apply_fuzzed_routing_with_expert_map(ep_layer, m, top_k, hot, int64, seed) -> None:
+    layer, w13, w2, expert_map = ep_layer
+    ids, weights = vs.routing(m, E, top_k, seed=seed)
+    if hot:  # every token's first choice is one remote expert: this rank sees only the others
+        ids[:, 0] = 0
+        ids[:, 1:] = torch.where(ids[:, 1:] == 0, 1, ids[:, 1:])
+    if int64:  # DeepEP hands int64 ids
+        ids = ids.long()
+    x = vs.activations(m, H, seed=seed)
+    got = vs.apply(layer, x, weights, ids)
+    want = reference.moe_layer(x, w13, w2, weights, ids, global_num_experts=E, expert_map=expert_map)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize(("kimi", "rank", "local"), [
+    ("EP8", dict(ep=8, ep_rank=3), 48), ("TP8", dict(tp=8, tp_rank=5), 384)])
+def test_create_weights_at_kimi_size(ckpt, kimi, rank, local) -> None:
+    """vLLM 0.33's compressed-tensors parameters (N-first) at Kimi K2 size, on the meta device."""
+    _, config = vs.quant_config(ckpt["src"])
+    with torch.device("meta"):
+        layer = vs.build_layer(config, experts=384, hidden=7168, intermediate=2048, top_k=8, **rank)
+    i = 2048 // rank.get("tp", 1)
+    got = {n: (tuple(p.shape), p.dtype) for n, p in layer.named_parameters()}
+    assert got == {
+        "w13_weight_packed": ((local, 2 * i, 896), torch.int32), "w2_weight_packed": ((local, 7168, i // 8), torch.int32),
+        "w13_weight_scale": ((local, 2 * i, 224), torch.bfloat16), "w2_weight_scale": ((local, 7168, i // 32), torch.bfloat16),
+        "w13_weight_shape": ((local, 2), torch.float32), "w2_weight_shape": ((local, 2), torch.float32),
+    }
+    assert layer.w13_weight_packed.is_transposed is False and layer.w13_weight_packed.quant_method == "group"
+
+
+def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
+    layer, _ = _loaded(ckpt, "src")
+    _compat.logger.addHandler(caplog.handler)
+    _compat._logged.clear()
+    try:
+        with caplog.at_level("INFO", logger=_compat.logger.name):
+            layer.quant_method.process_weights_after_loading(layer)
+    finally:
+        _compat.logger.removeHandler(caplog.handler)
+    assert any("Chord serves the routed experts of model.layers.1.mlp.experts (8 local experts, profile "
+               "h200_tp8, chord reference (PyTorch))" in r.getMessage() for r in caplog.records)

@@ -1,0 +1,77 @@
+"""Each rank's tiles cut from a chord-pack tensor of every expert equal packing that rank's slice
+of the source weights (whole-tile cuts and the repacking path), without vLLM."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from source_slices import tp_w2, tp_w13
+
+import chord_kernels
+from chord_kernels.formats import random_quantized
+from chord_vllm import packed_ckpt
+
+
+def _spec(pw: chord_kernels.PackedWeight) -> packed_ckpt.Projection:
+    return packed_ckpt.Projection(pw.num_experts, pw.n, pw.k, pw.profile, dict(pw.options))
+
+
+@pytest.mark.parametrize(("proj", "n", "k", "tp", "whole_tiles"), [
+    ("w13", 512, 256, 2, True),    # 128 gate + 128 up rows per rank: whole 64-row blocks
+    ("w13", 384, 320, 2, False),   # 96 per rank: cuts a block, repacked
+    ("w13", 1024, 96, 4, True),    # K = 96: edge tiles along K, blocks still whole
+    ("w2", 192, 1024, 4, True),    # 256 K per rank: whole K tiles
+    ("w2", 200, 512, 2, False),    # N = 200: edge block along N, repacked
+    ("w2", 128, 384, 2, False),    # 192 K per rank: cuts a K tile, repacked
+])
+def test_rank_slice_equals_packing_the_sliced_source(proj, n, k, tp, whole_tiles) -> None:
+    g = torch.Generator().manual_seed(n + k)
+    packed, scales = random_quantized(6, n, k, generator=g)
+    whole = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    spec = _spec(whole)
+    local = [5, 1, 3]  # round-robin-like placement: local order is not global order
+    cut_fast = packed_ckpt._tile_slice(whole.tensors["tiles"][local], proj, spec, 0, (n // 2 if proj == "w13" else k) // tp)
+    assert (cut_fast is not None) is whole_tiles
+    for rank in range(tp):
+        got = packed_ckpt.rank_slice(whole.tensors["tiles"], proj, spec, local_experts=local, tp_rank=rank, tp_size=tp)
+        want = chord_kernels.pack("indexed", *(tp_w13 if proj == "w13" else tp_w2)(packed[local], scales[local], rank, tp), profile="h200_ep8")
+        assert torch.equal(got, want.tensors["tiles"]), rank
+
+
+def test_rank_slice_refuses_a_tensor_of_another_shape() -> None:
+    whole = chord_kernels.pack("indexed", *random_quantized(2, 64, 64), profile="h200_tp8")
+    with pytest.raises(ValueError, match=r"chord w2 tiles: expected int32 \[3, 8, 72\] for \[3, 64, 64\] weights, got"):
+        packed_ckpt.rank_slice(whole.tensors["tiles"], "w2", packed_ckpt.Projection(3, 64, 64, "h200_tp8", {}),
+                               local_experts=[0, 1, 2], tp_rank=0, tp_size=1)
+
+
+def test_expert_slices_orders_by_local_id() -> None:
+    assert packed_ckpt.expert_slices(6, [-1, 1, -1, 0, -1, 2]) == [3, 1, 5]
+    with pytest.raises(ValueError, match="are not 0..1"):
+        packed_ckpt.expert_slices(4, [0, -1, 2, -1])
+
+
+def _block(**changes) -> dict:
+    pw = chord_kernels.pack("indexed", *random_quantized(2, 64, 64), profile="h200_ep8")
+    meta = {**pw.metadata(), "chord.num_experts": "2"}
+    block = {"schema_version": 1, "format": "chord-packed", "layout": "indexed",
+             "layout_version": pw.layout_version, "projections": {"w13": {"packed_weight": meta}, "w2": {"packed_weight": meta}}}
+    block.update(changes)
+    return block
+
+
+def test_read_block_takes_chord_pack_output_and_refuses_the_rest() -> None:
+    got = packed_ckpt.read_block(_block(), "x/config.json")
+    assert got["w13"] == packed_ckpt.Projection(2, 64, 64, "h200_ep8", got["w13"].options) and got["w13"].options
+    with pytest.raises(ValueError, match="x/config.json: chord_pack layout_version is 7; this chord-vllm serves 1"):
+        packed_ckpt.read_block(_block(layout_version=7), "x/config.json")
+    odd = _block()
+    odd["projections"]["w13"]["packed_weight"]["chord.profile"] = "mi300_ep8"
+    with pytest.raises(ValueError, match=r"packed for profile 'mi300_ep8'; this chord-vllm serves \['b200_ep8'"):
+        packed_ckpt.read_block(odd, "x/config.json")
+    with pytest.raises(ValueError, match="must be a JSON object"):
+        packed_ckpt.read_block(["not", "a", "dict"], "x/config.json")
+    broken = _block()
+    broken["projections"]["w2"] = {"packed_weight": {"chord.layout": "indexed"}}
+    with pytest.raises(ValueError, match="projections.w2.packed_weight is incomplete"):
+        packed_ckpt.read_block(broken, "x/config.json")
