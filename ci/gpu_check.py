@@ -36,7 +36,7 @@ def _environment() -> dict[str, str]:
 
 
 def _precompile() -> tuple[int, float]:
-    from chord_kernels.jit import precompile
+    from chord_kernels.families import precompile
 
     start = time.perf_counter()
     paths = precompile()

@@ -151,7 +151,7 @@ def graph_time_us(fn, launches: int = 10, reps: int = 15) -> float:
 
 
 _STREAM_SOURCE = r"""
-#include "chord/ptx.cuh"
+#include "chord/common/ptx.cuh"
 
 // Read-only streaming ceiling: 16-byte non-allocating loads, four in flight per thread.
 extern "C" __global__ void __launch_bounds__(512) ldg_stream(const uint4* __restrict__ src, long long n,
@@ -471,7 +471,7 @@ def main() -> int:
     report: dict = {"env": environment()}
     log(f"env: {report['env']}")
 
-    from chord_kernels.jit import precompile
+    from chord_kernels.families import precompile
 
     t0 = time.time()
     precompile()

@@ -102,7 +102,7 @@ def test_runner_small_scenarios(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("sid", ["ep8_tok16", "tp8_1024", "ep8_masked16"])
 def test_the_launch_config_is_the_one_gemm_plans(sid):
-    """chord_bench.internals.launch_config names the configuration gemm launches by itself."""
+    """The configuration the harness names (indexed.plan) is the one gemm launches by itself."""
     from chord_bench.problems import WeightCache, scenario_problems
     from chord_kernels import indexed
 

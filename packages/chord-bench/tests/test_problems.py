@@ -129,7 +129,7 @@ def test_describe_config_lists_dataclass_fields():
     from chord_kernels.indexed import DecodeConfig
 
     text = describe_config(DecodeConfig(block_m=16, stages=5, schedule="balanced"))
-    assert text.startswith("block_m=16 ") and "stages=5" in text and "schedule=balanced" in text
+    assert text.startswith("decode block_m=16 ") and "stages=5" in text and "schedule=balanced" in text
     assert describe_config("plain") == "plain"
 
 

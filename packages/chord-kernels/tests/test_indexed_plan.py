@@ -27,8 +27,8 @@ def _weight(n: int, k: int, experts: int = 2) -> chord_kernels.PackedWeight:
                                       tensors={})
 
 
-def _plan(n: int, k: int, block_m: int, capacity: int, **kw) -> indexed.LaunchPlan:
-    return indexed.plan(_weight(n, k), block_m=block_m, capacity=capacity, num_sms=SMS, arch="sm_90a", **kw)
+def _plan(n: int, k: int, block_m: int, capacity: int, arch: str = "sm_90a", **kw) -> indexed.LaunchPlan:
+    return indexed.plan(_weight(n, k), block_m=block_m, capacity=capacity, num_sms=SMS, arch=arch, **kw)
 
 
 @pytest.mark.parametrize("block_m", indexed.BLOCK_MS)
@@ -59,8 +59,25 @@ def test_kimi_decode_plans() -> None:
     down = _plan(7168, 2048, 8, 62)
     assert down.config == dataclasses.replace(choose_config(7168, 2048, 8), schedule="strided")
     assert down.workspace_bytes == 0
-    # A routing-block list that does not fit beside the wide tile's stages: the general config.
-    assert _plan(4096, 7168, 64, 4000).config == general_config(64)
+    # A routing-block list that does not fit beside the wide tile's stages: the general config
+    # (on Blackwell: on sm_90a 64-token blocks go to the WGMMA kernel).
+    assert _plan(4096, 7168, 64, 6000, arch="sm_100a").config == general_config(64)
+
+
+def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks() -> None:
+    from chord_kernels.indexed import WgmmaConfig, choose_wgmma_config
+
+    for block_m in (8, 16):
+        assert not isinstance(_plan(4096, 7168, block_m, 62).config, WgmmaConfig)
+    for block_m in (24, 32, 56, 64, 128, 144, 200):
+        wg = _plan(4096, 7168, block_m, 300)
+        assert wg.config == choose_wgmma_config(4096, 7168, block_m)
+        assert (wg.grid, wg.threads, wg.workspace_bytes) == (SMS, wg.config.threads, 0)
+        assert wg.smem == wg.config.smem_bytes(300)
+    blackwell = _plan(4096, 7168, 32, 300, arch="sm_100a").config
+    assert not isinstance(blackwell, WgmmaConfig)
+    with pytest.raises(ChordInputError, match="on sm_100a"):
+        _plan(4096, 7168, 56, 300, arch="sm_100a")  # 56 rows: WGMMA only
 
 
 def test_config_override_and_errors() -> None:
@@ -77,10 +94,14 @@ def test_config_override_and_errors() -> None:
 
 def test_default_configs_cover_every_kimi_plan() -> None:
     configs = set(indexed.default_configs())
-    assert len(configs) == len(indexed.default_configs()) == 22
+    assert len(configs) == len(indexed.default_configs())
+    decode = set(indexed.default_configs("sm_100a"))
+    assert len(decode) == 22 and not any(isinstance(c, indexed.WgmmaConfig) for c in decode)
     for n, k in KIMI:
-        for block_m in indexed.BLOCK_MS:
-            for capacity in (1, 62, 300, 2000, 9000):
+        for capacity in (1, 62, 300, 2000, 9000):
+            for block_m in indexed.BLOCK_MS:
+                assert _plan(n, k, block_m, capacity, arch="sm_100a").config in decode
+            for block_m in indexed.block_ms_for(_weight(n, k)):  # every tile choose_block_m picks
                 assert _plan(n, k, block_m, capacity).config in configs
 
 

@@ -63,7 +63,7 @@ def _block(**changes) -> dict:
 def test_read_block_takes_chord_pack_output_and_refuses_the_rest() -> None:
     got = packed_ckpt.read_block(_block(), "x/config.json")
     assert got["w13"] == packed_ckpt.Projection(2, 64, 64, "h200_ep8", got["w13"].options) and got["w13"].options
-    with pytest.raises(ValueError, match="x/config.json: chord_pack layout_version is 7; this chord-vllm serves 1"):
+    with pytest.raises(ValueError, match="x/config.json: chord_pack layout_version is 7; this chord-vllm serves 2"):
         packed_ckpt.read_block(_block(layout_version=7), "x/config.json")
     odd = _block()
     odd["projections"]["w13"]["packed_weight"]["chord.profile"] = "mi300_ep8"

@@ -7,7 +7,7 @@ against the reference. See docs/benchmarking.md.
 
 Modules: :mod:`.scenarios` (registry, routing draws, bytes/FLOPs/floors; CPU only),
 :mod:`.problems` (weights, problems, the output check), :mod:`.impls` (implementation interface,
-reference, ceiling, Chord), :mod:`.internals` (the one call into chord-kernels internals),
+reference, ceiling, Chord),
 :mod:`.peers` (peer adapters), :mod:`.timing` (the CUDA-graph timer, also used by ``ci/``),
 :mod:`.ceilings`, :mod:`.clocks`, :mod:`.runner`, :mod:`.results` (JSON schema) and
 :mod:`.report` (tables, JSON, PNG).

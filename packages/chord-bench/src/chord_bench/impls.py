@@ -184,7 +184,8 @@ class Bf16CeilingImpl(Implementation):
 def describe_config(config: object) -> str:
     """``key=value`` of a configuration dataclass (its ``str`` otherwise), for tables."""
     if dataclasses.is_dataclass(config):
-        return " ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
+        fields = " ".join(f"{k}={v}" for k, v in dataclasses.asdict(config).items())
+        return f"{type(config).__name__.removesuffix('Config').lower()} {fields}"
     return str(config)
 
 
@@ -193,7 +194,7 @@ class ChordIndexedImpl(Implementation):
 
     Packs with ``chord_kernels.pack("indexed", ..., profile=scenario.profile)``, picks ``block_m``
     with ``chord_kernels.indexed.choose_block_m`` and launches the configuration the library plans
-    for that routing (:func:`chord_bench.internals.launch_config`), naming it in the result.
+    for that routing (``chord_kernels.indexed.plan``), naming it in the result.
     Grouped scenarios (contiguous, masked) run through the same indexed API over their real rows:
     Chord has no grouped kernels yet, and the table says so.
     """
@@ -225,8 +226,7 @@ class ChordIndexedImpl(Implementation):
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
         """The Candidate for ``problem``: the planned configuration, or ``config`` (a
-        ``DecodeConfig``; its ``block_m`` sets the routing's), as ``ci/`` sweeps use it."""
-        from chord_bench.internals import launch_config
+        ``DecodeConfig`` or ``WgmmaConfig``; its ``block_m`` sets the routing's), as ``ci/`` sweeps use it."""
         from chord_kernels import indexed
 
         weight = self._pack(problem)
@@ -234,7 +234,11 @@ class ChordIndexedImpl(Implementation):
         block_m = config.block_m if config is not None else indexed.choose_block_m(weight, problem.num_slots)
         indexed.prepare(weight, block_m, device)  # compile and load before any graph capture
         r = problem.aligned(block_m)
-        cfg = config if config is not None else launch_config(weight, r, device)
+        capacity = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, block_m)
+        cfg = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device, config=config).config
+        # A caller-owned workspace, as vLLM's experts hold one: the timed graphs replay only the launch.
+        workspace = indexed.new_workspace(indexed.plan(weight, block_m=block_m, capacity=capacity, device=device,
+                                                       config=cfg).workspace_bytes, device)
         a = problem.a_flat()
         out = torch.empty(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
@@ -243,6 +247,7 @@ class ChordIndexedImpl(Implementation):
             indexed.gemm(
                 a, weight, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
                 block_m=block_m, top_k=problem.addr_top_k, topk_weights=topk_weights, out=out, config=cfg,
+                workspace=workspace,
             )
 
         how = "" if problem.family == "indexed" else f"indexed API over the {problem.family} rows; "

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 import torch
 
 from chord_kernels import PackedWeight, indexed, reference, routing
-from chord_kernels.indexed.heuristics import BLOCK_MS
 
 Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """vLLM's ``moe_align_block_size`` result: sorted_token_ids, expert_ids, num_tokens_post_padded."""
 
 GEMM_TAKES_WORKSPACE = "workspace" in inspect.signature(indexed.gemm).parameters
-"""Whether ``indexed.gemm`` takes a caller-owned split-K workspace. Until it does, its workspace is
-one per device, so two streams (vLLM's dual-batch overlap) must not run Chord GEMMs concurrently."""
+"""Whether ``indexed.gemm`` takes a caller-owned split-K workspace (chord-kernels 0.2). Such a
+``gemm`` also keeps its default workspace per (device, stream), so vLLM's dual-batch overlap (two
+micro-batches on two streams) never shares one; an older one kept one per device."""
 
 
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
@@ -157,6 +157,6 @@ def moe_standard(
 def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device) -> None:
     """Compile and load every kernel :func:`moe_standard` may launch for these weights, and
     allocate Chord's per-device scratch, outside any CUDA-graph capture."""
-    for block_m in BLOCK_MS:
+    for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
         indexed.prepare(w13, block_m, device)
         indexed.prepare(w2, block_m, device)

@@ -8,7 +8,7 @@ describes how the modules fit together.
 
 from chord_kernels.indexed.api import check_weight, fused_moe, gemm, prepare
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
-from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m, choose_config
+from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
 from chord_kernels.indexed.planner import (
@@ -29,6 +29,7 @@ __all__ = [
     "IndexedLayout",
     "LaunchPlan",
     "WgmmaConfig",
+    "block_ms_for",
     "check_weight",
     "choose_block_m",
     "choose_config",

@@ -25,6 +25,7 @@ __all__ = [
     "choose_schedule",
     "general_config",
     "WGMMA_PROFILES",
+    "block_ms_for",
     "WIDE_BLOCKS",
     "wide_block_m",
     "max_stages",
@@ -88,6 +89,14 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         # 64-token configuration is slow) nor beyond tok_e 64, where 32 measured faster.
         return 64
     return 32
+
+
+def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
+    """Every block size :func:`choose_block_m` may return for ``weight`` (what to warm before
+    CUDA-graph capture): the decode blocks, and on sm_90a profiles every WGMMA tile it picks."""
+    if weight.profile in WGMMA_PROFILES:
+        return (8, 16, *range(32, 88, 8), *WIDE_BLOCKS)  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
+    return BLOCK_MS
 
 
 @functools.lru_cache(maxsize=1024)

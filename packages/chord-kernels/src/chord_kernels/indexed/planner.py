@@ -197,7 +197,7 @@ KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
     """Every configuration the Kimi shapes can launch at any block size (what ``precompile`` builds)."""
     found: dict[KernelConfig, None] = {}
-    wgmma_blocks = (*range(32, 88, 8), *WIDE_BLOCKS) if arch == WGMMA_ARCH else ()  # what choose_block_m picks
+    wgmma_blocks = (*range(32, 88, 8), *WIDE_BLOCKS) if arch == WGMMA_ARCH else ()  # heuristics.block_ms_for
     for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
         for n, k in KIMI_SHAPES:
             found.update(dict.fromkeys(configs_for(n, k, block_m, arch)))
