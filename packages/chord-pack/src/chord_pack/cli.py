@@ -63,24 +63,28 @@ def _sigterm_raises() -> Iterator[None]:
 
 
 class RichProgress:
-    """Bytes, speed and ETA, one bar per phase; notes are printed above the bar."""
+    """Bytes, speed and ETA, one bar per phase; notes are printed above the bar. The bar appears
+    with the first phase, so a command that fails before any leaves no empty bar behind."""
 
     def __init__(self) -> None:
+        self._console = _console()
         self._bar = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), DownloadColumn(),
-            TransferSpeedColumn(), TimeRemainingColumn(), console=_console(), transient=False,
+            TransferSpeedColumn(), TimeRemainingColumn(), console=self._console, transient=False,
         )
         self._task = None
 
     def __enter__(self) -> RichProgress:
-        self._bar.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._bar.__exit__(*exc)
+        if self._task is not None:
+            self._bar.__exit__(*exc)
 
     def start(self, description: str, total_bytes: int) -> None:
-        if self._task is not None:
+        if self._task is None:
+            self._bar.__enter__()
+        else:
             self._bar.update(self._task, completed=self._bar.tasks[-1].total)
         self._task = self._bar.add_task(description, total=total_bytes)
 
@@ -89,7 +93,7 @@ class RichProgress:
             self._bar.advance(self._task, nbytes)
 
     def note(self, message: str) -> None:
-        self._bar.console.print(f"[dim]{escape(message)}")
+        self._console.print(f"[dim]{escape(message)}")
 
     def shard_done(self, name: str) -> None:
         pass
@@ -243,7 +247,8 @@ def upload_cmd(
         with _sigterm_raises(), RichProgress() as bar:
             url = upload(path, repo_id, private=private, revision=revision, progress=bar)
     except KeyboardInterrupt:
-        _say("stopped:", f"uploading {path} to {repo_id} was interrupted; nothing was committed", "yellow")
+        _say("stopped:", f"uploading {path} to {repo_id} was interrupted (a Hub commit lands whole or not at "
+                         "all); run the same command again to finish it", "yellow")
         raise typer.Exit(130) from None
     except ChordPackError as exc:
         _fail(exc)

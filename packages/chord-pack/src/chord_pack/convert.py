@@ -226,7 +226,11 @@ def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -
         with os_errors("create", partial):
             partial.mkdir(parents=True)
         journal = {"fingerprint": fingerprint, "finished": {}, "source_digests": {}}
-        _write_json_atomic(journal_path, journal)
+        try:
+            _write_json_atomic(journal_path, journal)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)  # an empty one would only be in the way
+            raise
         return journal
     if not resume:
         raise OutputError(f"{partial} holds an interrupted conversion; pass --resume to continue it or delete it")
@@ -337,7 +341,12 @@ def convert(
     plan = make_plan(source, layout, profile, options, max_shard_bytes=max_shard_bytes,
                      copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
     partial = partial_dir(output)
-    journal = _open_partial(plan, partial, resume, progress)
+    try:
+        journal = _open_partial(plan, partial, resume, progress)
+    except ChordPackError as exc:
+        if isinstance(exc.__cause__, OSError):  # could not create or update it: say so, and how to go on
+            _with_kept(exc, output)
+        raise
     finished: dict[str, dict] = journal["finished"]
     reused = [s.name for s in plan.shards if s.name in finished]
     try:
@@ -358,18 +367,22 @@ def convert(
     except BaseException as exc:
         if not finished:  # nothing worth resuming: leave no hidden directory behind
             shutil.rmtree(partial, ignore_errors=True)
-        error = exc
         if isinstance(exc, OSError):  # one we did not expect: still say where
             error = OutputError(f"cannot access {exc.filename or partial}: {exc.strerror or exc}")
-            error.__cause__ = exc
-        if isinstance(error, ChordPackError) and error.kept is None:
-            cause = error.__cause__
-            fix = _FIXES.get(cause.errno) if isinstance(cause, OSError) else None
-            error.kept = kept_summary(output, fix or "fix the problem")
-        if error is exc:
-            raise
-        raise error from exc
+            raise _with_kept(error, output, exc) from exc
+        if isinstance(exc, ChordPackError):
+            _with_kept(exc, output)
+        raise
     return ConvertResult(output, plan, shards, reused, maker.ledger.peak)
+
+
+def _with_kept(error: ChordPackError, output: Path, cause: BaseException | None = None) -> ChordPackError:
+    """``error``, completed with what the failed conversion into ``output`` kept and how to go on."""
+    if error.kept is None:
+        cause = cause or error.__cause__
+        fix = _FIXES.get(cause.errno) if isinstance(cause, OSError) else None
+        error.kept = kept_summary(output, fix or "fix the problem")
+    return error
 
 
 class _ShardMaker:

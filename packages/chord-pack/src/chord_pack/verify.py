@@ -74,12 +74,13 @@ def _some(names: list[str]) -> str:
     return ", ".join(names[:_EXAMPLES]) + (", ..." if len(names) > _EXAMPLES else "")
 
 
-def _find_source(block: dict, source: Source | str | None, use_recorded: bool) -> tuple[Source | None, str]:
+def _find_source(block: dict, source: Source | str | None, use_recorded: bool,
+                 progress: Progress) -> tuple[Source | None, str]:
     """The source to compare with, or None and why not."""
     if isinstance(source, Source):
         return source, ""
     if isinstance(source, str):
-        return resolve(source), ""
+        return resolve(source, progress=progress), ""
     if not use_recorded:
         return None, "no source was given"
     rec = block.get("source") or {}
@@ -211,7 +212,7 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
             report.projections_checked += 1
             del packed, scales
 
-    src, why_not = _find_source(block, source, use_recorded_source)
+    src, why_not = _find_source(block, source, use_recorded_source, progress)
     report.source = src
     packed_names = {block["tensor_names"].format(layer=layer, proj=proj, tensor=key)
                     for layer in block["moe_layers"] for proj, spec in block["projections"].items()
