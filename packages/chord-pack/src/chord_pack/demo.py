@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import textwrap
 from pathlib import Path
 from typing import Literal
 
@@ -218,8 +219,8 @@ def write_tiny_kimi_checkpoint(
 
 
 LAYOUT_MEANINGS = {
-    "indexed": "the routed experts' INT4 codes and scales, re-ordered into the 64-channel x 256-K tiles "
-               "that Chord's indexed MoE kernel reads with one bulk copy each",
+    "indexed": "the routed experts' INT4 codes and scales re-ordered into the tiles that Chord's indexed "
+               "MoE kernel reads (64 channels x 256 K, one bulk copy each)",
     "reference": "the routed experts' INT4 codes and scales stacked per projection, as the pure-PyTorch "
                  "reference reads them",
 }
@@ -288,24 +289,37 @@ def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None
 def explain(summary: dict, *, kept: bool, keep_hint: str = "") -> list[str]:
     """What the demo just did and what to run next, for someone who has never used Chord.
 
-    ``kept`` says whether the demo's directory stays; if not, ``keep_hint`` says how to keep it.
+    Prose is wrapped to 78 columns; a path or a command stands whole on its own line. ``kept``
+    says whether the demo's directory stays; if not, ``keep_hint`` says how to keep it.
     """
     layout, profile = summary["layout"], summary["profile"]
-    where = (f"The converted checkpoint is kept in {summary['output']} (its source: {summary['source']})."
-             if kept else f"The checkpoints were written to a temporary directory, now deleted; {keep_hint}.")
+
+    def para(text: str, indent: str = "") -> list[str]:
+        return textwrap.wrap(text, 78, initial_indent=indent, subsequent_indent=indent + "  ")
+
+    lines = [
+        *para(f"What you saw: a tiny checkpoint in the exact {summary['family']} INT4 format "
+              f"({len(summary['moe_layers'])} MoE layers x {summary['experts']} experts) was converted and "
+              "verified, and the MoE layer gave bit-identical output from the source and from the converted "
+              "weights."),
+        f"'{layout} / {profile}' is the layout and the profile of the conversion:",
+        *para(f"layout {layout}: {LAYOUT_MEANINGS.get(layout, 'a chord-kernels layout')};", "  "),
+        *para(f"profile {profile}: "
+              f"{PROFILE_MEANINGS.get(profile, 'the hardware and parallelism the weights were packed for')}.",
+              "  "),
+        "  The numbers are unchanged, only their order.",
+    ]
+    if kept:
+        lines += ["The converted checkpoint is kept in", f"  {summary['output']}",
+                  "and its source in", f"  {summary['source']}"]
+    else:
+        lines += para(f"The checkpoints were written to a temporary directory, now deleted; {keep_hint}.")
     return [
-        f"What you saw: a tiny checkpoint in the exact {summary['family']} INT4 format "
-        f"({len(summary['moe_layers'])} MoE layers x {summary['experts']} experts) was converted, verified, "
-        "and gave bit-identical MoE output from the source and the converted weights.",
-        f"'{layout} / {profile}' is the layout and profile it was converted to: layout {layout} = "
-        f"{LAYOUT_MEANINGS.get(layout, 'a chord-kernels layout')}; profile {profile} = "
-        f"{PROFILE_MEANINGS.get(profile, 'the hardware and parallelism the weights were packed for')}. "
-        "The numbers are unchanged, only their order.",
-        where,
-        "Next, on a real checkpoint (about 570 GB to download and write):",
+        *lines,
+        "Next, on a real checkpoint (about 570 GB to download and to write):",
         "  chord-pack inspect moonshotai/Kimi-K2-Thinking",
-        "  chord-pack convert moonshotai/Kimi-K2-Thinking --layout indexed --profile h200_ep8 "
-        "--output Kimi-K2-Thinking-chord-indexed",
+        "  chord-pack convert moonshotai/Kimi-K2-Thinking --layout indexed --profile h200_ep8 \\",
+        "      --output Kimi-K2-Thinking-chord-indexed",
         "  chord-pack verify Kimi-K2-Thinking-chord-indexed",
-        "and the tests: nox -s tests (or pytest -q in packages/chord-pack).",
+        "The tests: nox -s tests (or pytest -q in packages/chord-pack).",
     ]
