@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import nox
@@ -109,6 +110,24 @@ def demo(session: nox.Session) -> None:
     """The main job on an embedded default: a tiny Kimi-format MoE checkpoint, converted and run."""
     _install_all(session, extras="test", nvcc=False)  # the demo's GPU part runs only where CUDA is
     session.run("python", str(ROOT / "ci" / "demo.py"), *session.posargs)
+
+
+@nox.session(name="install-check", reuse_venv=False)
+def install_check(session: nox.Session) -> None:
+    """A newcomer's install: wheels of chord-kernels and chord-pack built from this tree, installed
+    in a fresh venv with torch and no extras, then `chord-pack demo` and a convert + verify."""
+    work = Path(session.create_tmp())
+    for leftover in ("dist", "demo", "converted"):
+        shutil.rmtree(work / leftover, ignore_errors=True)
+    for package in ("chord-kernels", "chord-pack"):
+        session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(work / "dist"),
+                    str(ROOT / "packages" / package))
+    session.install(TORCH)
+    session.install(*sorted(str(w) for w in (work / "dist").glob("*.whl")))
+    session.run("chord-pack", "demo", str(work / "demo"))
+    session.run("chord-pack", "convert", str(work / "demo" / "tiny-kimi-k2-thinking"), "--layout", "indexed",
+                "--output", str(work / "converted"))
+    session.run("chord-pack", "verify", str(work / "converted"))
 
 
 @nox.session(venv_backend="none")

@@ -3,7 +3,9 @@
 Builds a tiny checkpoint in the exact Kimi K2-Thinking INT4 format, converts it with chord-pack
 to the kernel layout, verifies the conversion, and checks that the reference MoE layer gives
 bit-identical output from the source and the converted weights. On a CUDA GPU it then runs the
-GPU paths (exact dequant kernel, indexed MoE kernel) against the reference.
+GPU paths (exact dequant kernel, indexed MoE kernel) against the reference. Finally it says what
+was shown, where the checkpoints are, and what to run next. The checkpoints go to a temporary
+directory that is deleted at the end, unless --workdir names one to keep them in.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import torch
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -48,16 +51,18 @@ def _gpu_checks(converted: Path, moe_layers: list[int]) -> list[tuple[str, str, 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workdir", type=Path, help="keep the checkpoints here (default: a temp dir)")
+    parser.add_argument("--workdir", type=Path,
+                        help="new or empty directory to keep the checkpoints in (default: a temporary "
+                             "directory, deleted at the end)")
     parser.add_argument("--style", choices=["k2-thinking", "k2.5"], default="k2-thinking")
     args = parser.parse_args()
 
-    from chord_pack.demo import run_demo
+    from chord_pack.demo import explain, run_demo
 
-    console = Console()
+    console = Console(soft_wrap=True)  # paths are printed whole, whatever the terminal width
     with tempfile.TemporaryDirectory(prefix="chord-demo-") as tmp:
-        workdir = args.workdir or Path(tmp)
-        console.print(f"[bold]Chord demo[/]: tiny {args.style} INT4 MoE checkpoint in {workdir}")
+        workdir = args.workdir or Path(tmp) / "demo"
+        console.print(f"[bold]Chord demo[/]: tiny {args.style} INT4 MoE checkpoint in {escape(str(workdir))}")
         summary = run_demo(workdir, style=args.style)
         table = Table(title="Chord — main job on the embedded tiny Kimi checkpoint")
         table.add_column("step")
@@ -81,6 +86,9 @@ def main() -> int:
         console.print(table)
         ok = all(r[2] for r in rows)
         console.print("[bold green]demo passed[/]" if ok else "[bold red]demo FAILED[/]")
+        keep = "to keep them, run `nox -s demo -- --workdir DIR` (or `python ci/demo.py --workdir DIR`)"
+        for line in explain(summary, kept=args.workdir is not None, keep_hint=keep):
+            console.print(escape(line), highlight=False)
         return 0 if ok else 1
 
 

@@ -1,6 +1,7 @@
 """A loopback HTTP server speaking the subset of the Hugging Face Hub API that huggingface_hub
 uses to create a repo, upload a folder (regular files inline, ``*.safetensors`` through the LFS
 "basic" transfer) and download a snapshot. Tests start it on 127.0.0.1 and point HF_ENDPOINT at it.
+:class:`SilentHub` is a Hub that accepts connections and never answers.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import base64
 import hashlib
 import json
 import re
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlparse
@@ -217,3 +219,32 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(200, {"success": True, "commitOid": sha,
                                     "commitUrl": f"{hub.url}/{repo}/commit/{sha}"})
         self._not_found(path)
+
+
+class SilentHub:
+    """A Hub that accepts connections on 127.0.0.1 and never answers (reads nothing, writes nothing).
+
+    It keeps listening until the test process ends: a client thread that chord-pack abandoned after
+    its timeout then waits quietly, instead of retrying against a closed port and logging about it.
+    """
+
+    def __init__(self) -> None:
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def __enter__(self) -> SilentHub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass  # see the class docstring; the accept loop is a daemon thread

@@ -10,6 +10,7 @@ from safetensors import safe_open
 
 from chord_kernels.reference import moe_layer
 from chord_pack.load import read_packed
+from chord_pack.names import PACKED_PROJECTIONS, expert_name
 
 
 def source_experts(src: Path, layer: int, prefix: str = "") -> tuple[tuple, tuple]:
@@ -24,13 +25,9 @@ def source_experts(src: Path, layer: int, prefix: str = "") -> tuple[tuple, tupl
                       if f"layers.{layer}.mlp.experts." in n})
 
     def stack(projs: tuple[str, ...], kind: str) -> torch.Tensor:
-        return torch.stack([
-            torch.cat([get(f"{prefix}model.layers.{layer}.mlp.experts.{e}.{p}.{kind}") for p in projs])
-            for e in experts
-        ])
+        return torch.stack([torch.cat([get(expert_name(prefix, layer, e, p, kind)) for p in projs]) for e in experts])
 
-    w13 = (stack(("gate_proj", "up_proj"), "weight_packed"), stack(("gate_proj", "up_proj"), "weight_scale"))
-    w2 = (stack(("down_proj",), "weight_packed"), stack(("down_proj",), "weight_scale"))
+    w13, w2 = ((stack(projs, "weight_packed"), stack(projs, "weight_scale")) for projs in PACKED_PROJECTIONS.values())
     return w13, w2
 
 

@@ -259,3 +259,70 @@ def test_layout_that_cannot_run_on_meta_is_probed_with_one_expert(tiny: Path, tm
     assert result.plan.projections["w13"].tensors["codes"] == ("I32", (4, 256, 32))
     assert verify(result.output).ok
     assert_moe_equal(tiny, result.output, 1)
+
+
+def change_source_tensor(src: Path, name: str) -> None:
+    """Change the bytes of source tensor ``name`` in place (same size: the index stays the same)."""
+    weight_map = json.loads((src / "model.safetensors.index.json").read_text())["weight_map"]
+    path = src / weight_map[name]
+    info = read_header(path).tensors[name]
+    data = bytearray(path.read_bytes())
+    data[info.begin:info.begin + 16] = bytes(b ^ 0x5A for b in data[info.begin:info.begin + 16])
+    path.write_bytes(bytes(data))
+
+
+def test_resume_redoes_shards_whose_source_changed(tiny: Path, tmp_path: Path, layout: tuple[str, str]) -> None:
+    from chord_pack.plan import PackedItem, make_plan
+    from chord_pack.source import Source
+
+    name, profile = layout
+    out = tmp_path / "out"
+    shards = make_plan(Source(tiny), name, profile, max_shard_bytes=SMALL_SHARDS).shards
+    first_packed = next(i for i, s in enumerate(shards) if any(isinstance(t, PackedItem) for t in s.items))
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, name, profile, max_shard_bytes=SMALL_SHARDS, progress=StopAfter(first_packed + 1))
+    kept = sorted(p.name for p in partial_dir(out).glob("*.safetensors"))
+    assert kept == [s.name for s in shards[:first_packed + 1]]
+    # The source changes under the interrupted conversion: one copied tensor, one expert.
+    change_source_tensor(tiny, "model.embed_tokens.weight")
+    packed = next(t for t in shards[first_packed].items if isinstance(t, PackedItem))
+    source_proj = "gate_proj" if packed.proj == "w13" else "down_proj"
+    change_source_tensor(tiny, f"model.layers.{packed.layer}.mlp.experts.0.{source_proj}.weight_packed")
+
+    sink = StopAfter(10**6)
+    result = convert(tiny, out, name, profile, max_shard_bytes=SMALL_SHARDS, resume=True, progress=sink)
+    redone = {shards[0].name, shards[first_packed].name}
+    assert set(sink.done) >= redone and not set(result.reused_shards) & redone
+    assert set(result.reused_shards) == set(kept) - redone
+    assert any(shards[0].name in n and "source has changed" in n and "embed_tokens" in n for n in sink.notes)
+    assert any(shards[first_packed].name in n and f"layer {packed.layer} {source_proj} differs" in n
+               for n in sink.notes)
+    report = verify(out)
+    assert report.ok and report.source is not None, report.problems
+    assert_moe_equal(tiny, out, packed.layer)
+
+
+def test_failure_after_a_shard_says_what_was_kept(tmp_path: Path) -> None:
+    dims = {"layers": 2, "experts": 2, "hidden": 64, "intermediate": 32}
+    tensors = kimi_tensors("k2-thinking", **dims)
+    lie = "model.layers.2.mlp.experts.1.down_proj.weight_shape"
+    tensors[lie] = torch.tensor([64, 64], dtype=torch.int32)
+    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), tensors)
+    out = tmp_path / "out"
+    with pytest.raises(CheckpointError) as err:
+        convert(src, out, "test-reversed", "test_a", max_shard_bytes=10_000)
+    partial = partial_dir(out)
+    finished = sorted(p.name for p in partial.glob("*.safetensors"))
+    assert finished and str(err.value).endswith(
+        f"Kept {len(finished)} finished shards in {partial}; fix the problem, then rerun the same command "
+        "with --resume")
+    assert f"tensor {lie} says [64, 64]" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_shard_size_must_be_positive(tiny: Path, tmp_path: Path) -> None:
+    from chord_pack.errors import ChordPackError
+
+    for bad in (0, -1):
+        with pytest.raises(ChordPackError, match=rf"max_shard_bytes: expected a positive number of bytes, got {bad}"):
+            convert(tiny, tmp_path / "out", "test-reversed", "test_a", max_shard_bytes=bad)
+    assert not (tmp_path / "out").exists()

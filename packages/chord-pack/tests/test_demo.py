@@ -28,3 +28,30 @@ def test_tiny_checkpoint_is_literal_kimi(tmp_path: Path) -> None:
     assert "model.layers.0.mlp.gate_proj.weight" in weight_map  # dense layer 0 stays bf16
     with pytest.raises(ValueError, match="multiple of 32"):
         write_tiny_kimi_checkpoint(tmp_path / "bad", hidden=48)
+
+
+CI_DEMO = Path(__file__).resolve().parents[3] / "ci" / "demo.py"
+
+
+@pytest.mark.skipif(not CI_DEMO.is_file(), reason="ci/demo.py is not next to this checkout of the tests")
+@pytest.mark.parametrize("keep", [False, True])
+def test_ci_demo_says_where_the_checkpoint_went_and_what_next(tmp_path: Path, keep: bool, monkeypatch,
+                                                             capsys) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ci_demo", CI_DEMO)
+    ci_demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ci_demo)
+    workdir = tmp_path.joinpath(*["a-long-directory-name-for-a-narrow-terminal"] * 3, "demo")
+    monkeypatch.setenv("COLUMNS", "40")
+    monkeypatch.setattr("sys.argv", ["demo.py", *(["--workdir", str(workdir)] if keep else [])])
+    assert ci_demo.main() == 0
+    text = capsys.readouterr().out
+    assert "is the layout and the profile of the conversion" in text
+    assert "chord-pack convert moonshotai/Kimi-K2-Thinking" in text and "chord-pack verify" in text
+    if keep:
+        out = workdir / "tiny-kimi-k2-thinking-chord-indexed"
+        assert f"The converted checkpoint is kept in\n  {out}\n" in text and (out / "config.json").is_file()
+    else:
+        prose = " ".join(text.split())
+        assert "written to a temporary directory, now deleted; to keep them, run `nox -s demo -- --workdir DIR`" in prose

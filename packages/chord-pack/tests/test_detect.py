@@ -93,3 +93,17 @@ def test_zero_point_tensors_are_refused(tiny: Path) -> None:
     weight_map["model.layers.1.mlp.experts.0.gate_proj.weight_zero_point"] = "model-00001-of-00002.safetensors"
     with pytest.raises(UnsupportedCheckpointError, match="weight_zero_point"):
         detect(json.loads((tiny / "config.json").read_text()), weight_map)
+
+
+def test_fp8_kimi_k2_is_refused_naming_the_int4_checkpoints_chord_serves() -> None:
+    config = kimi_config("k2-thinking", layers=1, experts=2, hidden=64, intermediate=32)
+    # Kimi-K2-Instruct's quantization_config, verbatim: block-wise FP8, not compressed-tensors INT4.
+    config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                     "weight_block_size": [128, 128]}
+    with pytest.raises(UnsupportedCheckpointError) as err:
+        detect(config, {})
+    message = str(err.value)
+    assert "quant_method: expected 'compressed-tensors', found 'fp8'" in message
+    assert "FP8 checkpoint" in message
+    for served in ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.6"):
+        assert served in message

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
-from fakehub import FakeHub
+from fakehub import FakeHub, SilentHub
 from pack_helpers import assert_moe_equal
 
 from chord_pack.convert import convert
@@ -95,3 +96,36 @@ def test_hub_source_with_wrong_scheme_is_refused_before_downloading_shards(
         with pytest.raises(UnsupportedCheckpointError, match="'num_bits': 8"):
             convert("moonshot-test/Kimi-W8", tmp_path / "out", "test-reversed", "test_a")
         assert not [r for r in hub.requests if r.endswith(".safetensors")]
+
+
+def test_a_hub_that_never_answers_fails_in_seconds(tiny: Path, tmp_path: Path, isolated_hf: Path,
+                                                   monkeypatch) -> None:
+    """inspect, convert and upload say what they wait for, then give up after CHORD_PACK_HUB_TIMEOUT."""
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    runner = CliRunner()
+    out = convert(str(tiny), tmp_path / "out", "test-reversed", "test_a").output
+    monkeypatch.setenv("CHORD_PACK_HUB_TIMEOUT", "1")
+    with SilentHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        for args, waits_for in (
+            (["inspect", "moonshot-test/Kimi-Hangs"], "downloading config.json of moonshot-test/Kimi-Hangs@main"),
+            (["convert", "moonshot-test/Kimi-Hangs", "--layout", "test-reversed", "--output", str(tmp_path / "c")],
+             "downloading config.json of moonshot-test/Kimi-Hangs@main"),
+            (["upload", str(out), "chord-test/Kimi-Hangs"], "creating the repo chord-test/Kimi-Hangs"),
+        ):
+            started = time.monotonic()
+            res = runner.invoke(app, args)
+            elapsed = time.monotonic() - started
+            assert res.exit_code == 1, res.output
+            assert elapsed < 10, f"{args[0]} took {elapsed:.1f} s"
+            lines = res.output.strip().splitlines()
+            waiting = [i for i, line in enumerate(lines) if line.startswith(f"waiting for {hub.url}: {waits_for}")]
+            errors = [i for i, line in enumerate(lines) if line.startswith("error:")]
+            assert waiting and errors == [len(lines) - 1] and waiting[0] < errors[0], res.output
+            assert f"no answer from {hub.url} within 1 s while {waits_for}" in lines[-1]
+            assert "CHORD_PACK_HUB_TIMEOUT" in lines[-1] and "Traceback" not in res.output
+        assert hub.accepted  # the calls really went out and were left unanswered
+    assert not (tmp_path / "c").exists() and not (tmp_path / ".c.chord-pack-partial").exists()

@@ -67,3 +67,41 @@ def test_wrong_recorded_digest_is_caught_without_source(converted: Path) -> None
 def test_not_a_chord_pack_output(tiny: Path) -> None:
     with pytest.raises(VerifyError, match="no chord_pack block"):
         verify(tiny)
+
+
+def test_no_source_catches_a_changed_source_and_says_what_it_could_not_check(converted: Path, tiny: Path) -> None:
+    from test_convert import change_source_tensor
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["verify", str(converted), "--no-source"]).exit_code == 0
+    change_source_tensor(tiny, "model.layers.2.mlp.experts.3.up_proj.weight_scale")
+    report = verify(converted, compare_experts=False)
+    assert report.problems == [
+        f"layer 2 up_proj: the source {tiny} no longer matches the digest recorded at conversion "
+        "(it changed after the conversion: the output is stale)"
+    ]
+    res = runner.invoke(app, ["verify", str(converted), "--no-source"])
+    assert res.exit_code == 1 and "layer 2 up_proj: the source" in res.output
+
+    tiny.rename(tiny.with_name("moved-away"))
+    report = verify(converted, compare_experts=False)
+    assert report.ok and report.source is None
+    assert report.unchecked == (
+        f"the recorded source {tiny} is not on this machine, so the expert digests were checked only "
+        "against the ones recorded at conversion, and 43 non-expert tensors were not compared with the source"
+    )
+    res = runner.invoke(app, ["verify", str(converted), "--no-source"])
+    assert res.exit_code == 0 and f"not checked against the source: the recorded source {tiny}" in res.output
+
+
+def test_upload_refuses_an_output_whose_source_changed(converted: Path, tiny: Path) -> None:
+    from test_convert import change_source_tensor
+
+    from chord_pack.upload import upload
+
+    change_source_tensor(tiny, "model.layers.1.mlp.experts.0.gate_proj.weight_packed")
+    with pytest.raises(VerifyError, match=r"(?s)refusing to upload.*layer 1 gate_proj: the source .* no longer matches"):
+        upload(converted, "nobody/never-reached")

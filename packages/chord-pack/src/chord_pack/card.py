@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chord_pack import __version__
 from chord_pack.plan import Plan
 
 if TYPE_CHECKING:
@@ -51,10 +52,12 @@ dense layers, embeddings and lm_head are byte-identical copies.
 
 The quantization format is marked `chord-packed`, not `pack-quantized`, and the packed experts
 are named `...mlp.experts.chord.{{w13,w2}}.*`: a loader that does not know Chord stops with an
-error instead of reading permuted tensors as if they were the source format. Load them with
-Chord's vLLM plugin (`chord-vllm`). The `chord_pack` block in `config.json` records the layout,
-profile, versions, source and the sha256 of every shard; every shard header carries the same
-block (minus the hashes).
+error instead of reading permuted tensors as if they were the source format. As of chord-pack
+{__version__}, these weights are read through the chord-kernels Python API
+(`chord_pack.load.read_packed(path, layer, "w13")` gives a layer's packed experts) and checked with
+`chord-pack verify`; a vLLM plugin (chord-vllm) is in development. The `chord_pack` block in
+`config.json` records the layout, profile, versions, source and the sha256 of every shard; every
+shard header carries the same block (minus the hashes).
 
 Check a download before use:
 

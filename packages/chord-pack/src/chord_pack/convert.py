@@ -3,27 +3,31 @@
 Output is built in a hidden sibling directory (``.<name>.chord-pack-partial``) and renamed into
 place only when every shard, the index, config.json and the card are written. Each shard is
 written under a temporary name and renamed once complete; a journal records finished shards
-with their sha256, so ``resume=True`` skips them (after re-hashing) and redoes the rest. A
-failed run never touches the source and never leaves an output that looks complete.
+with their sha256 and the digests of the source they were made from, so ``resume=True`` keeps
+the finished shards that are intact and still match the source, and redoes the rest. The source
+is only read: the output may not lie inside it. A failure says what failed, where, what was kept
+and how to go on; a failed run never leaves an output that looks complete.
 """
 
 from __future__ import annotations
 
 import copy
+import errno
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from chord_kernels.packed import get_layout
 from chord_kernels.packed import pack as ck_pack
 from chord_pack.card import model_card
 from chord_pack.detect import CHORD_FORMAT, detect, load_json
-from chord_pack.errors import CheckpointError, ChordPackError, OutputError
+from chord_pack.errors import CheckpointError, ChordPackError, OutputError, os_errors
+from chord_pack.names import PACKED_PROJECTIONS, expert_name, source_digest_key, source_digest_names
 from chord_pack.plan import (
     DEFAULT_SHARD_BYTES,
     EXPERT_CHUNK_BYTES,
@@ -32,6 +36,8 @@ from chord_pack.plan import (
     Plan,
     ProjectionSpec,
     Shard,
+    check_sizes,
+    layout_named,
     make_plan,
 )
 from chord_pack.progress import NullProgress, Progress
@@ -43,18 +49,50 @@ from chord_pack.st import (
     Entry,
     ShardWriter,
     iter_raw,
+    read_header,
     read_tensor,
     sha256_file,
+    sha256_tensors,
     tensor_bytes,
 )
 
 JOURNAL = ".chord-pack-journal.json"
 SKIP_FILES = {"config.json", INDEX_NAME, "README.md", JOURNAL}
+_FIXES = {errno.ENOSPC: "free disk space", errno.EDQUOT: "free disk quota", errno.EACCES: "make it writable",
+          errno.EPERM: "make it writable", errno.EROFS: "make it writable"}
+"""What to do about a write error before resuming, by errno."""
 
 
 def partial_dir(output: Path) -> Path:
     """Where an unfinished conversion into ``output`` lives."""
+    output = Path(output)
     return output.parent / f".{output.name}.chord-pack-partial"
+
+
+def default_output(src: str, layout: str) -> Path:
+    """Where ``convert`` writes without ``--output``: ``<name>-chord-<layout>`` next to a local
+    source (never inside it), or in the working directory for a Hub repo or an HF-cache snapshot."""
+    local = Path(src).expanduser()
+    if local.is_dir():
+        found = resolve(str(local))  # a local directory: no network
+        if not found.repo_id:
+            here = local.resolve()
+            return here.parent / f"{here.name.lstrip('-') or 'checkpoint'}-chord-{layout}"
+        src = found.repo_id
+    name = src.rstrip("/").split("/")[-1].lstrip("-") or "checkpoint"
+    return Path(f"{name}-chord-{layout}")
+
+
+def kept_summary(output: Path, fix: str | None = None) -> str:
+    """What an interrupted or failed conversion into ``output`` left behind, and how to go on."""
+    partial = partial_dir(output)
+    then = f"{fix}, then rerun" if fix else "rerun"
+    try:
+        finished = json.loads((partial / JOURNAL).read_text()).get("finished", {})
+    except (OSError, ValueError):
+        return f"Nothing was kept; {then} the same command"
+    n = len(finished)
+    return f"Kept {n} finished shard{'' if n == 1 else 's'} in {partial}; {then} the same command with --resume"
 
 
 @dataclass
@@ -81,10 +119,6 @@ class _Ledger:
         self.held -= n
 
 
-def source_digest_key(layer: int, src_proj: str) -> str:
-    return f"layers.{layer}.{src_proj}"
-
-
 def load_experts(plan: Plan, layer: int, spec: ProjectionSpec, e0: int, e1: int,
                  hashers: dict[str, hashlib._Hash] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Stacked source of experts ``[e0, e1)`` of one projection: packed ``[e, N, K/8]`` int32 and
@@ -96,17 +130,18 @@ def load_experts(plan: Plan, layer: int, spec: ProjectionSpec, e0: int, e1: int,
     packed = torch.empty(e1 - e0, spec.n, spec.k // 8, dtype=torch.int32)
     scales = torch.empty(e1 - e0, spec.n, spec.k // 32, dtype=torch.bfloat16)
     rows = spec.n // len(spec.sources)
+    prefix = plan.info.prefix
     for i, src in enumerate(spec.sources):
         sl = slice(i * rows, (i + 1) * rows)
         for e in range(e0, e1):
-            path, info = plan.expert_sources[(layer, src, e, "weight_packed")]
-            got_p = read_tensor(path, info, out=packed[e - e0, sl])
-            path, info = plan.expert_sources[(layer, src, e, "weight_scale")]
-            got_s = read_tensor(path, info, out=scales[e - e0, sl])
+            got_p = read_tensor(*plan.source_tensors[expert_name(prefix, layer, e, src, "weight_packed")],
+                                out=packed[e - e0, sl])
+            got_s = read_tensor(*plan.source_tensors[expert_name(prefix, layer, e, src, "weight_scale")],
+                                out=scales[e - e0, sl])
             if hashers is not None:
                 hashers[src].update(tensor_bytes(got_p))
                 hashers[src].update(tensor_bytes(got_s))
-            path, info = plan.expert_sources[(layer, src, e, "weight_shape")]
+            path, info = plan.source_tensors[expert_name(prefix, layer, e, src, "weight_shape")]
             shape = read_tensor(path, info).tolist()
             if shape != [rows, spec.k]:
                 raise CheckpointError(
@@ -120,104 +155,114 @@ def _specs_of(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[str, tuple[in
     return {k: (DTYPE_NAMES.get(t.dtype, str(t.dtype)), tuple(t.shape)) for k, t in tensors.items()}
 
 
-def _pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, ledger: _Ledger
-                     ) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Pack one projection of one MoE layer, ``spec.experts_per_chunk`` experts at a time."""
+Emit = Callable[[int, int, dict[str, torch.Tensor]], None]
+
+
+def pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, ledger: _Ledger, emit: Emit) -> dict[str, str]:
+    """Read and pack one projection of one MoE layer, ``spec.experts_per_chunk`` experts at a time,
+    handing each packed chunk to ``emit(e0, e1, tensors)``; returns its source digests.
+
+    The bytes held per chunk are the chunk's source, plus (when the chunk is streamed straight to
+    disk) its packed form; a held projection's packed buffers are the caller's to count.
+    """
     e_count, step = spec.num_experts, spec.experts_per_chunk
     hashers = {src: hashlib.sha256() for src in spec.sources}
-    out: dict[str, torch.Tensor] | None = None
-    chunk_bytes = spec.source_bytes // e_count
+    per_expert = spec.source_bytes // e_count + (spec.packed_bytes // e_count if spec.streamed else 0)
     for e0 in range(0, e_count, step):
         e1 = min(e_count, e0 + step)
-        ledger.hold(chunk_bytes * (e1 - e0))
+        ledger.hold(per_expert * (e1 - e0))
         packed, scales = load_experts(plan, layer, spec, e0, e1, hashers)
         pw = ck_pack(plan.layout, packed, scales, plan.profile, **plan.options)
         del packed, scales
-        ledger.release(chunk_bytes * (e1 - e0))
+        want = spec.tensors if step == e_count else {
+            key: (dtype, (e1 - e0, *shape[1:])) for key, (dtype, shape) in spec.tensors.items()}
         meta = {**pw.metadata(), "chord.num_experts": str(e_count)}
-        if meta != spec.metadata:
-            raise ChordPackError(f"layout {plan.layout!r} packed layer {layer} {spec.proj} with metadata "
-                                 f"{pw.metadata()}, its shape probe gave {spec.metadata}")
-        if step == e_count:
-            out = {k: t.cpu().contiguous() for k, t in pw.tensors.items()}
-            ledger.hold(spec.packed_bytes)
-        else:
-            if out is None:
-                out = {k: torch.empty(shape, dtype=DTYPES[dtype]) for k, (dtype, shape) in spec.tensors.items()}
-                ledger.hold(spec.packed_bytes)
-            for key, t in pw.tensors.items():
-                out[key][e0:e1].copy_(t)
-        del pw
-    if out is None or _specs_of(out) != spec.tensors:
-        raise ChordPackError(
-            f"layout {plan.layout!r} packed layer {layer} {spec.proj} into "
-            f"{None if out is None else _specs_of(out)}, but its shape probe gave {spec.tensors}"
-        )
-    return out, {source_digest_key(layer, src): h.hexdigest() for src, h in hashers.items()}
-
-
-def _stream_projection(plan: Plan, layer: int, spec: ProjectionSpec, writer: ShardWriter,
-                       ledger: _Ledger, progress: Progress) -> dict[str, str]:
-    """Pack a single-tensor projection chunk by chunk, writing each packed chunk at once."""
-    ((key, (dtype, shape)),) = spec.tensors.items()
-    e_count, step = spec.num_experts, spec.experts_per_chunk
-    hashers = {src: hashlib.sha256() for src in spec.sources}
-    src_per_expert, out_per_expert = spec.source_bytes // e_count, spec.packed_bytes // e_count
-    for e0 in range(0, e_count, step):
-        e1 = min(e_count, e0 + step)
-        ledger.hold((src_per_expert + out_per_expert) * (e1 - e0))
-        packed, scales = load_experts(plan, layer, spec, e0, e1, hashers)
-        pw = ck_pack(plan.layout, packed, scales, plan.profile, **plan.options)
-        del packed, scales
-        t = pw.tensors.get(key)
-        meta = {**pw.metadata(), "chord.num_experts": str(e_count)}
-        want = (dtype, (e1 - e0, *shape[1:]) if step < e_count else shape)
-        if t is None or len(pw.tensors) != 1 or _specs_of({key: t})[key] != want or meta != spec.metadata:
+        if _specs_of(pw.tensors) != want or meta != spec.metadata:
             raise ChordPackError(
                 f"layout {plan.layout!r} packed experts {e0}..{e1 - 1} of layer {layer} {spec.proj} into "
-                f"{_specs_of(pw.tensors)} / {pw.metadata()}; expected {key}: {want} / {spec.metadata}"
+                f"{_specs_of(pw.tensors)} / {pw.metadata()}; its shape probe gave {want} / {spec.metadata}"
             )
-        writer.write_bytes(tensor_bytes(t.cpu()))
-        progress.advance(out_per_expert * (e1 - e0))
-        del pw, t
-        ledger.release((src_per_expert + out_per_expert) * (e1 - e0))
+        emit(e0, e1, pw.tensors)
+        del pw
+        ledger.release(per_expert * (e1 - e0))
     return {source_digest_key(layer, src): h.hexdigest() for src, h in hashers.items()}
 
 
 def _write_json_atomic(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
+    with os_errors("write", tmp):
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, path)
+
+
+def _stale_reason(plan: Plan, shard: Shard, path: Path, recorded: dict[str, str], matches: dict[str, bool]
+                  ) -> str | None:
+    """Why finished shard ``shard`` (at ``path``) no longer matches the source, or None.
+
+    Packed items are checked through the source digests recorded when they were written,
+    copied tensors byte for byte; ``matches`` caches the projections already checked.
+    """
+    header = None
+    for item in shard.items:
+        if isinstance(item, CopyItem):
+            header = header or read_header(path)
+            if sha256_tensors([(item.src_file, item.src)]) != sha256_tensors([(path, header.tensors[item.name])]):
+                return f"tensor {item.name} differs"
+            continue
+        for src in PACKED_PROJECTIONS[item.proj]:
+            key = source_digest_key(item.layer, src)
+            if key not in matches:
+                names = source_digest_names(plan.info.prefix, item.layer, src, plan.info.num_experts)
+                matches[key] = recorded.get(key) == sha256_tensors(plan.source_tensors[n] for n in names)
+            if not matches[key]:
+                return f"layer {item.layer} {src} differs"
+    return None
 
 
 def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -> dict:
     fingerprint = plan.fingerprint()
     journal_path = partial / JOURNAL
-    if partial.exists():
-        if not resume:
-            raise OutputError(
-                f"{partial} holds an interrupted conversion; pass --resume to continue it or delete it"
-            )
-        if not journal_path.is_file():
-            raise OutputError(f"{partial} has no {JOURNAL}; it was not made by chord-pack, delete it")
-        journal = json.loads(journal_path.read_text())
-        if journal.get("fingerprint") != fingerprint:
-            raise OutputError(
-                f"{partial} was started with other settings or another source (layout, profile, "
-                "versions, shard size or index differ); delete it or rerun with the same settings"
-            )
-        finished = {}
-        for name, rec in journal.get("finished", {}).items():
-            path = partial / name
-            if path.is_file() and path.stat().st_size == rec["size"] and sha256_file(path) == rec["sha256"]:
-                finished[name] = rec
-            else:
-                progress.note(f"{name}: damaged or missing in the partial output, redoing it")
-                path.unlink(missing_ok=True)
-        journal["finished"] = finished
+    if not partial.exists():
+        with os_errors("create", partial):
+            partial.mkdir(parents=True)
+        journal = {"fingerprint": fingerprint, "finished": {}, "source_digests": {}}
+        try:
+            _write_json_atomic(journal_path, journal)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)  # an empty one would only be in the way
+            raise
         return journal
-    partial.mkdir(parents=True)
-    journal = {"fingerprint": fingerprint, "finished": {}, "source_digests": {}}
+    if not resume:
+        raise OutputError(f"{partial} holds an interrupted conversion; pass --resume to continue it or delete it")
+    if not journal_path.is_file():
+        raise OutputError(f"{partial} has no {JOURNAL}; it was not made by chord-pack, delete it")
+    journal = json.loads(journal_path.read_text())
+    if journal.get("fingerprint") != fingerprint:
+        raise OutputError(
+            f"{partial} was started with other settings or another source (layout, profile, "
+            "versions, shard size or index differ); delete it or rerun with the same settings"
+        )
+    finished, recorded = journal.get("finished", {}), journal.setdefault("source_digests", {})
+    if finished:
+        progress.note(f"checking that {len(finished)} finished shards are intact and the source has not changed")
+    matches: dict[str, bool] = {}
+    for shard in plan.shards:
+        rec = finished.get(shard.name)
+        if rec is None:
+            continue
+        path = partial / shard.name
+        if not (path.is_file() and path.stat().st_size == rec["size"] and sha256_file(path) == rec["sha256"]):
+            progress.note(f"{shard.name}: damaged or missing in the partial output, redoing it")
+        elif stale := _stale_reason(plan, shard, path, recorded, matches):
+            progress.note(f"{shard.name}: the source has changed since it was written ({stale}), redoing it")
+        else:
+            continue
+        del finished[shard.name]
+        path.unlink(missing_ok=True)
+    for key, ok in matches.items():
+        if not ok:
+            del recorded[key]  # redone from the current source
+    journal["finished"] = finished
     _write_json_atomic(journal_path, journal)
     return journal
 
@@ -247,6 +292,27 @@ def shard_metadata(plan: Plan) -> dict[str, str]:
     return {"format": "pt", "chord_pack": json.dumps(plan.static_block(), sort_keys=True)}
 
 
+def _check_outside(output: Path, source_root: Path) -> None:
+    out, src = output.resolve(), source_root.resolve()
+    if out == src or src in out.parents:
+        raise OutputError(
+            f"output {output} is inside the source checkpoint {src}, which chord-pack only reads; "
+            "choose an --output outside it"
+        )
+
+
+def _resolve_source(source: Source | str | os.PathLike, revision: str | None, progress: Progress) -> Source:
+    if isinstance(source, Source):
+        return source
+    src = os.fspath(source)
+    if not Path(src).is_dir():  # Hub: refuse a wrong checkpoint before downloading its shards
+        meta = resolve(src, revision, metadata_only=True, progress=progress)
+        config = load_json(meta.path / "config.json")
+        detect(config, load_json(meta.path / INDEX_NAME).get("weight_map") or {})
+        revision = meta.revision or revision
+    return resolve(src, revision, progress=progress)
+
+
 def convert(
     source: Source | str | os.PathLike,
     output: str | Path,
@@ -263,97 +329,158 @@ def convert(
 ) -> ConvertResult:
     """Convert ``source`` into ``output`` with chord-kernels layout ``layout``; see the module doc."""
     progress = progress or NullProgress()
-    get_layout(layout)  # an unsupported layout fails before any download or read
+    check_sizes(max_shard_bytes=max_shard_bytes, copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
+    layout_named(layout)  # an unknown or unsupported layout fails before any download or read
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
         raise OutputError(f"output {output} already exists and is not empty; choose another --output")
-    if not isinstance(source, Source):
-        src = os.fspath(source)
-        if not Path(src).is_dir():  # Hub: refuse a wrong checkpoint before downloading its shards
-            meta = resolve(src, revision, metadata_only=True)
-            config = load_json(meta.path / "config.json")
-            detect(config, load_json(meta.path / INDEX_NAME).get("weight_map") or {})
-            revision = meta.revision or revision
-        source = resolve(src, revision)
+    if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
+        _check_outside(output, Path(source))  # before anything is read
+    source = _resolve_source(source, revision, progress)
+    _check_outside(output, source.path)
     plan = make_plan(source, layout, profile, options, max_shard_bytes=max_shard_bytes,
                      copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
     partial = partial_dir(output)
-    journal = _open_partial(plan, partial, resume, progress)
+    try:
+        journal = _open_partial(plan, partial, resume, progress)
+    except ChordPackError as exc:
+        if isinstance(exc.__cause__, OSError):  # could not create or update it: say so, and how to go on
+            _with_kept(exc, output)
+        raise
     finished: dict[str, dict] = journal["finished"]
     reused = [s.name for s in plan.shards if s.name in finished]
-    digests: dict[str, str] = dict(journal.get("source_digests", {}))
-    ledger = _Ledger()
-    metadata = shard_metadata(plan)
-
-    progress.start(f"convert → {plan.layout}/{plan.profile}", plan.total_bytes)
-    for shard in plan.shards:
-        if shard.name in finished:
-            progress.note(f"{shard.name}: already complete (sha256 checked), kept")
-            progress.advance(shard.nbytes)
-    # Which items of each projection still need writing, so a projection is packed only if needed.
-    needed: dict[tuple[int, str], int] = {}
-    for shard in plan.shards:
-        if shard.name not in finished:
-            for item in shard.items:
-                if isinstance(item, PackedItem):
-                    needed[(item.layer, item.proj)] = needed.get((item.layer, item.proj), 0) + 1
-
-    current: tuple[tuple[int, str], dict[str, torch.Tensor]] | None = None
-    for shard in plan.shards:
-        if shard.name in finished:
-            continue
-        sha, size, current = _write_shard(
-            plan, shard, partial, metadata, needed, current, digests, ledger, progress)
-        finished[shard.name] = {"sha256": sha, "size": size}
-        journal["source_digests"] = digests
-        _write_json_atomic(partial / JOURNAL, journal)
-        progress.shard_done(shard.name)
-
-    shards = {s.name: finished[s.name] for s in plan.shards}
-    _finish(plan, partial, output, shards, digests)
-    return ConvertResult(output, plan, shards, reused, ledger.peak)
-
-
-def _write_shard(plan, shard: Shard, partial: Path, metadata, needed, current, digests, ledger, progress):
-    entries = [Entry(i.name, i.dtype, i.shape) for i in shard.items]
-    tmp = partial / (shard.name + ".incomplete")
-    writer = ShardWriter(tmp, entries, metadata)
     try:
-        for item in shard.items:
-            if isinstance(item, CopyItem):
-                writer.begin(item.name)
-                for chunk in iter_raw(item.src_file, item.src, plan.copy_chunk):
-                    ledger.hold(len(chunk))
-                    writer.write_bytes(chunk)
-                    ledger.release(len(chunk))
-                    progress.advance(len(chunk))
+        maker = _ShardMaker(plan, partial, journal["source_digests"], finished, progress)
+        progress.start(f"convert → {plan.layout}/{plan.profile}", plan.total_bytes)
+        for shard in plan.shards:
+            if shard.name in finished:
+                progress.note(f"{shard.name}: already complete (sha256 and source checked), kept")
+                progress.advance(shard.nbytes)
+        for shard in plan.shards:
+            if shard.name in finished:
                 continue
-            key = (item.layer, item.proj)
-            spec = plan.projections[item.proj]
-            if spec.streamed:
-                writer.begin(item.name)
-                digests.update(_stream_projection(plan, item.layer, spec, writer, ledger, progress))
-                continue
-            if current is None or current[0] != key:
-                if current is not None:
-                    ledger.release(plan.projections[current[0][1]].packed_bytes)
-                    current = None
-                tensors, new_digests = _pack_projection(plan, item.layer, plan.projections[item.proj], ledger)
-                digests.update(new_digests)
-                current = (key, tensors)
-            writer.write_tensor(item.name, current[1][item.key])
-            progress.advance(item.nbytes)
-            needed[key] -= 1
-            if needed[key] == 0:
-                ledger.release(plan.projections[item.proj].packed_bytes)
-                current = None
-        sha = writer.close()
-    except BaseException:
-        writer.abort()
-        tmp.unlink(missing_ok=True)
+            finished[shard.name] = maker.write(shard)
+            _write_json_atomic(partial / JOURNAL, journal)
+            progress.shard_done(shard.name)
+        shards = {s.name: finished[s.name] for s in plan.shards}
+        _finish(plan, partial, output, shards, maker.digests)
+    except BaseException as exc:
+        if not finished:  # nothing worth resuming: leave no hidden directory behind
+            shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, OSError):  # one we did not expect: still say where
+            error = OutputError(f"cannot access {exc.filename or partial}: {exc.strerror or exc}")
+            raise _with_kept(error, output, exc) from exc
+        if isinstance(exc, ChordPackError):
+            _with_kept(exc, output)
         raise
-    os.replace(tmp, partial / shard.name)
-    return sha, writer.size, current
+    return ConvertResult(output, plan, shards, reused, maker.ledger.peak)
+
+
+def _with_kept(error: ChordPackError, output: Path, cause: BaseException | None = None) -> ChordPackError:
+    """``error``, completed with what the failed conversion into ``output`` kept and how to go on."""
+    if error.kept is None:
+        cause = cause or error.__cause__
+        fix = _FIXES.get(cause.errno) if isinstance(cause, OSError) else None
+        error.kept = kept_summary(output, fix or "fix the problem")
+    return error
+
+
+class _ShardMaker:
+    """Writes the plan's shards one at a time; holds at most one packed projection in between
+    (a layout with several output tensors, whose tensors may straddle a shard boundary)."""
+
+    def __init__(self, plan: Plan, partial: Path, digests: dict[str, str], finished: dict[str, dict],
+                 progress: Progress) -> None:
+        self.plan, self.partial, self.digests, self.progress = plan, partial, digests, progress
+        self.ledger = _Ledger()
+        self.metadata = shard_metadata(plan)
+        self.held: tuple[tuple[int, str], dict[str, torch.Tensor]] | None = None
+        self.needed: dict[tuple[int, str], int] = {}
+        """Items of each projection still to write, so that a held one is released after its last."""
+        for shard in plan.shards:
+            if shard.name not in finished:
+                for item in shard.items:
+                    if isinstance(item, PackedItem):
+                        self.needed[(item.layer, item.proj)] = self.needed.get((item.layer, item.proj), 0) + 1
+
+    def write(self, shard: Shard) -> dict:
+        """Write ``shard``; returns its journal record."""
+        tmp = self.partial / (shard.name + ".incomplete")
+        writer = ShardWriter(tmp, [Entry(i.name, i.dtype, i.shape) for i in shard.items], self.metadata)
+        try:
+            for item in shard.items:
+                if isinstance(item, CopyItem):
+                    self._copy(item, writer)
+                elif self.plan.projections[item.proj].streamed:
+                    self._stream(item, writer)
+                else:
+                    self._from_held(item, writer)
+            sha = writer.close()
+        except BaseException:
+            writer.abort()
+            tmp.unlink(missing_ok=True)
+            raise
+        with os_errors("write", self.partial / shard.name):
+            os.replace(tmp, self.partial / shard.name)
+        return {"sha256": sha, "size": writer.size}
+
+    def _copy(self, item: CopyItem, writer: ShardWriter) -> None:
+        writer.begin(item.name)
+        for chunk in iter_raw(item.src_file, item.src, self.plan.copy_chunk):
+            self.ledger.hold(len(chunk))
+            writer.write_bytes(chunk)
+            self.ledger.release(len(chunk))
+            self.progress.advance(len(chunk))
+
+    def _stream(self, item: PackedItem, writer: ShardWriter) -> None:
+        writer.begin(item.name)
+
+        def write(e0: int, e1: int, tensors: dict[str, torch.Tensor]) -> None:
+            (t,) = tensors.values()
+            writer.write_bytes(tensor_bytes(t.cpu()))
+            self.progress.advance(t.numel() * t.element_size())
+
+        spec = self.plan.projections[item.proj]
+        self.digests.update(pack_projection(self.plan, item.layer, spec, self.ledger, write))
+
+    def _from_held(self, item: PackedItem, writer: ShardWriter) -> None:
+        key, spec = (item.layer, item.proj), self.plan.projections[item.proj]
+        if self.held is None or self.held[0] != key:
+            self._release()
+            out: dict[str, torch.Tensor] = {}
+
+            def keep(e0: int, e1: int, tensors: dict[str, torch.Tensor]) -> None:
+                for name, t in tensors.items():
+                    if e1 - e0 == spec.num_experts:
+                        out[name] = t.cpu().contiguous()
+                        continue
+                    if name not in out:
+                        dtype, shape = spec.tensors[name]
+                        out[name] = torch.empty(shape, dtype=DTYPES[dtype])
+                    out[name][e0:e1].copy_(t)
+
+            self.ledger.hold(spec.packed_bytes)
+            self.held = (key, out)
+            self.digests.update(pack_projection(self.plan, item.layer, spec, self.ledger, keep))
+        writer.write_tensor(item.name, self.held[1][item.key])
+        self.progress.advance(item.nbytes)
+        self.needed[key] -= 1
+        if self.needed[key] == 0:
+            self._release()
+
+    def _release(self) -> None:
+        if self.held is not None:
+            self.ledger.release(self.plan.projections[self.held[0][1]].packed_bytes)
+            self.held = None
+
+
+def _nested_output(path: Path, root: Path) -> bool:
+    """Whether ``path`` lies in a chord-pack output nested in ``root`` (never part of a conversion)."""
+    for parent in path.relative_to(root).parents:
+        config = root / parent / "config.json"
+        if parent != Path(".") and config.is_file() and "chord_pack" in config.read_text():
+            return True
+    return False
 
 
 def _finish(plan: Plan, partial: Path, output: Path, shards: dict[str, dict], digests: dict[str, str]) -> None:
@@ -372,12 +499,14 @@ def _finish(plan: Plan, partial: Path, output: Path, shards: dict[str, dict], di
     for path in sorted(src_root.rglob("*")):
         rel = path.relative_to(src_root)
         if (not path.is_file() or rel.parts[0].startswith(".") or path.suffix == ".safetensors"
-                or rel.as_posix() in SKIP_FILES):
+                or rel.as_posix() in SKIP_FILES or _nested_output(path, src_root)):
             continue
-        (partial / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, partial / rel)  # follows HF-cache symlinks: the output is standalone
-    model_card(plan).save(partial / "README.md")
-    (partial / JOURNAL).unlink()
-    if output.exists():
-        output.rmdir()  # empty (checked at the start); rename needs the name free
-    os.replace(partial, output)
+        with os_errors("write", partial / rel):
+            (partial / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, partial / rel)  # follows HF-cache symlinks: the output is standalone
+    with os_errors("write", partial / "README.md"):
+        model_card(plan).save(partial / "README.md")
+        (partial / JOURNAL).unlink()
+        if output.exists():
+            output.rmdir()  # empty (checked at the start); rename needs the name free
+        os.replace(partial, output)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import textwrap
 from pathlib import Path
 from typing import Literal
 
@@ -18,6 +19,8 @@ import torch
 from safetensors.torch import save_file
 
 from chord_kernels.formats import random_quantized
+from chord_pack.errors import OutputError
+from chord_pack.names import PACKED_PROJECTIONS, SOURCE_PROJECTIONS, expert_name, expert_nk
 
 Style = Literal["k2-thinking", "k2.5"]
 
@@ -53,9 +56,6 @@ KIMI_INT4_QUANTIZATION_CONFIG: dict = {
     "quantization_status": "compressed",
 }
 """Kimi-K2-Thinking's ``quantization_config``, verbatim."""
-
-PROJECTIONS = ("gate_proj", "up_proj", "down_proj")
-
 
 def kimi_config(style: Style, *, layers: int, experts: int, hidden: int, intermediate: int,
                 vocab: int = 256, top_k: int = 2) -> dict:
@@ -149,17 +149,15 @@ def kimi_tensors(style: Style, *, layers: int, experts: int, hidden: int, interm
             continue
         t[p + "mlp.gate.weight"] = bf16(experts, hidden)
         t[p + "mlp.gate.e_score_correction_bias"] = torch.randn(experts, generator=g)
-        for proj in PROJECTIONS:
-            shape = (intermediate, hidden) if proj != "down_proj" else (hidden, intermediate)
-            t[p + f"mlp.shared_experts.{proj}.weight"] = bf16(*shape)
+        for proj in SOURCE_PROJECTIONS:
+            t[p + f"mlp.shared_experts.{proj}.weight"] = bf16(*expert_nk(proj, hidden, intermediate))
         for e in range(experts):
-            for proj in PROJECTIONS:
-                n, k = (intermediate, hidden) if proj != "down_proj" else (hidden, intermediate)
+            for proj in SOURCE_PROJECTIONS:
+                n, k = expert_nk(proj, hidden, intermediate)
                 packed, scales = random_quantized(n, k, generator=g)
-                q = p + f"mlp.experts.{e}.{proj}."
-                t[q + "weight_packed"] = packed
-                t[q + "weight_scale"] = scales
-                t[q + "weight_shape"] = torch.tensor([n, k], dtype=torch.int32)
+                t[expert_name(prefix, layer, e, proj, "weight_packed")] = packed
+                t[expert_name(prefix, layer, e, proj, "weight_scale")] = scales
+                t[expert_name(prefix, layer, e, proj, "weight_shape")] = torch.tensor([n, k], dtype=torch.int32)
     t[f"{prefix}model.norm.weight"] = bf16(hidden)
     t[f"{prefix}lm_head.weight"] = bf16(vocab, hidden)
     return t
@@ -220,12 +218,27 @@ def write_tiny_kimi_checkpoint(
     return write_checkpoint(path, config, kimi_tensors(style, **dims, seed=seed), shards=shards)
 
 
+LAYOUT_MEANINGS = {
+    "indexed": "the routed experts' INT4 codes and scales re-ordered into the tiles that Chord's indexed "
+               "MoE kernel reads (64 channels x 256 K, one bulk copy each)",
+    "reference": "the routed experts' INT4 codes and scales stacked per projection, as the pure-PyTorch "
+                 "reference reads them",
+}
+PROFILE_MEANINGS = {
+    "h200_ep8": "tuned for H200 GPUs serving with 8-way expert parallelism (decode)",
+    "h200_tp8": "tuned for H200 GPUs serving with 8-way tensor parallelism (decode and prefill)",
+    "b200_ep8": "for B200 GPUs with 8-way expert parallelism (compile-checked only)",
+    "b300_ep8": "for B300 GPUs with 8-way expert parallelism (compile-checked only)",
+}
+
+
 def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None = None,
              style: Style = "k2-thinking", seed: int = 0) -> dict:
     """Write a tiny Kimi checkpoint, convert it, verify it, and check the MoE output is unchanged.
 
-    ``layout`` defaults to ``"indexed"`` when this chord-kernels has it, else ``"reference"``.
-    Returns a summary (paths, shards, bytes, the max |output| and whether outputs were equal).
+    ``workdir`` must be empty or new. ``layout`` defaults to ``"indexed"`` when this chord-kernels
+    has it, else ``"reference"``. Returns a summary (paths, shards, bytes, the max |output| and
+    whether outputs were equal).
     """
     from chord_kernels.packed import available_layouts
     from chord_kernels.reference import moe_layer
@@ -236,6 +249,8 @@ def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None
     if layout is None:
         layout = "indexed" if "indexed" in available_layouts() else "reference"
     root = Path(workdir)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise OutputError(f"demo directory {root} is not empty; give a new or empty directory")
     dims = {"layers": 2, "experts": 8, "hidden": 256, "intermediate": 128}
     config = kimi_config(style, **dims)
     tensors = kimi_tensors(style, **dims, seed=seed)
@@ -252,12 +267,10 @@ def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None
     equal, peak = True, 0.0
     for layer in result.plan.info.moe_layers:
         def stacked(projs: tuple[str, ...], kind: str, layer: int = layer) -> torch.Tensor:
-            return torch.stack([torch.cat([
-                tensors[f"{prefix}model.layers.{layer}.mlp.experts.{i}.{p}.{kind}"] for p in projs])
-                for i in range(e)])
-        gu = ("gate_proj", "up_proj")
-        w13_src = (stacked(gu, "weight_packed"), stacked(gu, "weight_scale"))
-        w2_src = (stacked(("down_proj",), "weight_packed"), stacked(("down_proj",), "weight_scale"))
+            return torch.stack([torch.cat([tensors[expert_name(prefix, layer, i, p, kind)] for p in projs])
+                                for i in range(e)])
+        w13_src, w2_src = ((stacked(projs, "weight_packed"), stacked(projs, "weight_scale"))
+                           for projs in PACKED_PROJECTIONS.values())
         want = moe_layer(hidden, w13_src, w2_src, topk_weights, topk_ids)
         got = moe_layer(hidden, read_packed(out, layer, "w13"), read_packed(out, layer, "w2"),
                         topk_weights, topk_ids)
@@ -269,5 +282,44 @@ def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None
         "shards": len(result.shards), "bytes": result.plan.total_bytes,
         "memory_bound": result.plan.memory_bound, "verified_experts": report.experts_compared,
         "moe_output_equal": equal, "moe_output_max_abs": peak,
-        "moe_layers": list(result.plan.info.moe_layers),
+        "moe_layers": list(result.plan.info.moe_layers), "experts": e,
     }
+
+
+def explain(summary: dict, *, kept: bool, keep_hint: str = "") -> list[str]:
+    """What the demo just did and what to run next, for someone who has never used Chord.
+
+    Prose is wrapped to 78 columns; a path or a command stands whole on its own line. ``kept``
+    says whether the demo's directory stays; if not, ``keep_hint`` says how to keep it.
+    """
+    layout, profile = summary["layout"], summary["profile"]
+
+    def para(text: str, indent: str = "") -> list[str]:
+        return textwrap.wrap(text, 78, initial_indent=indent, subsequent_indent=indent + "  ")
+
+    lines = [
+        *para(f"What you saw: a tiny checkpoint in the exact {summary['family']} INT4 format "
+              f"({len(summary['moe_layers'])} MoE layers x {summary['experts']} experts) was converted and "
+              "verified, and the MoE layer gave bit-identical output from the source and from the converted "
+              "weights."),
+        f"'{layout} / {profile}' is the layout and the profile of the conversion:",
+        *para(f"layout {layout}: {LAYOUT_MEANINGS.get(layout, 'a chord-kernels layout')};", "  "),
+        *para(f"profile {profile}: "
+              f"{PROFILE_MEANINGS.get(profile, 'the hardware and parallelism the weights were packed for')}.",
+              "  "),
+        "  The numbers are unchanged, only their order.",
+    ]
+    if kept:
+        lines += ["The converted checkpoint is kept in", f"  {summary['output']}",
+                  "and its source in", f"  {summary['source']}"]
+    else:
+        lines += para(f"The checkpoints were written to a temporary directory, now deleted; {keep_hint}.")
+    return [
+        *lines,
+        "Next, on a real checkpoint (about 570 GB to download and to write):",
+        "  chord-pack inspect moonshotai/Kimi-K2-Thinking",
+        "  chord-pack convert moonshotai/Kimi-K2-Thinking --layout indexed --profile h200_ep8 \\",
+        "      --output Kimi-K2-Thinking-chord-indexed",
+        "  chord-pack verify Kimi-K2-Thinking-chord-indexed",
+        "The tests: nox -s tests (or pytest -q in packages/chord-pack).",
+    ]

@@ -1,21 +1,47 @@
-"""``chord-pack inspect``: what a checkpoint is, from config.json, the index and shard headers."""
+"""``chord-pack inspect``: what a checkpoint is, from config.json, the index and shard headers.
+
+A local checkpoint's shards are all checked (present, and long enough for every tensor their
+header lists): a damaged checkpoint is an error here, as it is for ``convert``.
+"""
 
 from __future__ import annotations
 
-from chord_pack.detect import EXPERT_RE, detect, load_json
-from chord_pack.source import INDEX_NAME, resolve
-from chord_pack.st import read_header
+from chord_pack.detect import detect, load_json
+from chord_pack.errors import CheckpointError
+from chord_pack.names import EXPERT_RE, SOURCE_PROJECTIONS, expert_nk
+from chord_pack.progress import Progress
+from chord_pack.source import INDEX_NAME, Source, resolve
+from chord_pack.st import Header, read_header
 
 
-def describe(src: str, revision: str | None = None) -> dict:
+def _local_headers(source: Source, weight_map: dict[str, str], block: dict | None) -> dict[str, Header]:
+    """Headers of every shard of a local checkpoint; a missing, truncated or short shard fails."""
+    headers = {}
+    for fname in sorted(set(weight_map.values())):
+        path = source.path / fname
+        if not path.is_file():
+            raise CheckpointError(f"{path}: listed in {INDEX_NAME} but missing")
+        headers[fname] = read_header(path)
+        want = ((block or {}).get("shards") or {}).get(fname, {}).get("size")
+        if want is not None and headers[fname].file_size != want:
+            raise CheckpointError(f"{path}: {headers[fname].file_size} bytes, config.json records {want} (truncated?)")
+    for name, fname in weight_map.items():
+        if name not in headers[fname].tensors:
+            raise CheckpointError(f"{source.path / fname}: tensor {name} is in {INDEX_NAME} but not in the file")
+    return headers
+
+
+def describe(src: str, revision: str | None = None, progress: Progress | None = None) -> dict:
     """Facts about SRC; for a Hub repo only config.json and the index are downloaded."""
-    source = resolve(src, revision, metadata_only=True)
+    source = resolve(src, revision, metadata_only=True, progress=progress)
     config = load_json(source.path / "config.json")
     index = load_json(source.path / INDEX_NAME)
     weight_map: dict[str, str] = index.get("weight_map") or {}
+    block = config.get("chord_pack")
+    local = source.repo_id is None or all((source.path / f).is_file() for f in set(weight_map.values()))
+    headers = _local_headers(source, weight_map, block if isinstance(block, dict) else None) if local else {}
     facts: dict = {"source": source.describe(), "tensors": len(weight_map),
                    "shards": len(set(weight_map.values()))}
-    block = config.get("chord_pack")
     if isinstance(block, dict):  # already converted: show what it was converted to
         facts.update({
             "format": block.get("format"), "layout": block.get("layout"), "profile": block.get("profile"),
@@ -37,15 +63,13 @@ def describe(src: str, revision: str | None = None) -> dict:
         })
         shapes = {}
         if info.hidden_size and info.moe_intermediate_size:
-            h, i = info.hidden_size, info.moe_intermediate_size
-            shapes = {"gate_proj": [i, h], "up_proj": [i, h], "down_proj": [h, i]}
+            shapes = {p: list(expert_nk(p, info.hidden_size, info.moe_intermediate_size)) for p in SOURCE_PROJECTIONS}
         first = info.moe_layers[0]
-        local = {fname for fname in set(weight_map.values()) if (source.path / fname).is_file()}
         for name, fname in weight_map.items():
             m = EXPERT_RE.match(name)
-            if m and fname in local and int(m["layer"]) == first and m["expert"] == "0" \
+            if m and fname in headers and int(m["layer"]) == first and m["expert"] == "0" \
                     and m["kind"] == "weight_packed":
-                t = read_header(source.path / fname).tensors[name]
+                t = headers[fname].tensors[name]
                 shapes[m["proj"]] = [t.shape[0], t.shape[1] * 8]
         facts["expert_shapes [N, K]"] = shapes
     total = (index.get("metadata") or {}).get("total_size")

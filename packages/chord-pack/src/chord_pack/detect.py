@@ -9,24 +9,21 @@ at the top of config.json) and K2.5/K2.6 (under ``text_config``, tensors prefixe
 from __future__ import annotations
 
 import json
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from chord_pack.errors import CheckpointError, UnsupportedCheckpointError
+from chord_pack.names import EXPERT_KINDS, EXPERT_RE
 
 SOURCE_FORMAT = "pack-quantized"
 CHORD_FORMAT = "chord-packed"
 """The format marker written into converted checkpoints (never ``pack-quantized``)."""
 
-EXPERT_RE = re.compile(
-    r"^(?P<prefix>.*?)model\.layers\.(?P<layer>\d+)\.mlp\.experts\.(?P<expert>\d+)\."
-    r"(?P<proj>gate_proj|up_proj|down_proj)\.(?P<kind>weight_[a-z_]+)$"
-)
-EXPERT_KINDS = ("weight_packed", "weight_scale", "weight_shape")
 REQUIRED_WEIGHT_ARGS = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 32,
                         "symmetric": True}
+SERVED_CHECKPOINTS = ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.6")
+"""The INT4 checkpoints Chord serves (what a refusal points the user to)."""
 
 
 @dataclass(frozen=True)
@@ -74,10 +71,6 @@ def check_scheme(qc: dict | None, where: str) -> dict:
             "config.json has no quantization_config (looked at the top level and under "
             "text_config): found an unquantized checkpoint, chord-pack needs int4 pack-quantized"
         )
-    if qc.get("format") == CHORD_FORMAT:
-        raise UnsupportedCheckpointError(
-            f"{where}.format is {CHORD_FORMAT!r}: this checkpoint was already converted by chord-pack"
-        )
     method = qc.get("quant_method")
     if method != "compressed-tensors":
         raise UnsupportedCheckpointError(
@@ -123,11 +116,19 @@ def detect(config: dict, weight_map: dict[str, str]) -> ModelInfo:
     """Identify the checkpoint described by ``config`` and its index ``weight_map``."""
     qc, path = quantization_config(config)
     where = ".".join(path) or "quantization_config"
-    if config.get("chord_pack"):
+    if config.get("chord_pack") or (qc or {}).get("format") == CHORD_FORMAT:
         raise UnsupportedCheckpointError(
-            "config.json has a chord_pack block: this checkpoint was already converted by chord-pack"
+            f"config.json has a chord_pack block or {where}.format {CHORD_FORMAT!r}: "
+            "this checkpoint was already converted by chord-pack"
         )
-    scheme = check_scheme(qc, where)
+    try:
+        scheme = check_scheme(qc, where)
+    except UnsupportedCheckpointError as exc:
+        fp8 = (qc or {}).get("quant_method") == "fp8"
+        what = "this is an FP8 checkpoint (such as moonshotai/Kimi-K2-Instruct); " if fp8 else ""
+        raise UnsupportedCheckpointError(
+            f"{exc}. {what}chord-pack converts the INT4 checkpoints Chord serves: {', '.join(SERVED_CHECKPOINTS)}"
+        ) from None
     text = config.get("text_config") if path[0] == "text_config" else config
     model_type = str(config.get("model_type", "unknown"))
     if path[0] == "text_config":

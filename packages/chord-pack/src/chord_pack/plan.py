@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,11 +37,22 @@ import torch
 from chord_kernels import __version__ as kernels_version
 from chord_kernels.errors import ChordError
 from chord_kernels.formats import GROUP_SIZE, PACK_FACTOR
-from chord_kernels.packed import get_layout
+from chord_kernels.packed import Layout, available_layouts, get_layout
 from chord_kernels.packed import pack as ck_pack
 from chord_pack import __version__
-from chord_pack.detect import CHORD_FORMAT, EXPERT_RE, ModelInfo, detect, load_json
+from chord_pack.detect import CHORD_FORMAT, ModelInfo, detect, load_json
 from chord_pack.errors import CheckpointError, ChordPackError
+from chord_pack.names import (
+    EXPERT_KINDS,
+    EXPERT_RE,
+    LAYER_RE,
+    PACKED_PATTERN,
+    PACKED_PROJECTIONS,
+    SOURCE_PROJECTIONS,
+    expert_name,
+    expert_nk,
+    packed_name,
+)
 from chord_pack.source import INDEX_NAME, Source
 from chord_pack.st import COPY_CHUNK_BYTES, DTYPE_NAMES, Header, TensorInfo, nbytes_of, read_header
 
@@ -50,14 +60,20 @@ SCHEMA_VERSION = 1
 DEFAULT_SHARD_BYTES = 5 * 10**9
 EXPERT_CHUNK_BYTES = 256 * 1024 * 1024
 """Source bytes of experts read and packed together when the layout allows it."""
-PROJECTIONS: dict[str, tuple[str, ...]] = {"w13": ("gate_proj", "up_proj"), "w2": ("down_proj",)}
-"""Output projection -> source projections stacked along N, in order."""
-_LAYER_RE = re.compile(r"model\.layers\.(\d+)\.")
+PLANNED_LAYOUTS = ("contiguous", "masked")
+"""Layouts of the grouped kernel family, which chord-kernels does not ship yet."""
 
 
-def packed_name(prefix: str, layer: int, proj: str, key: str) -> str:
-    """Output name of tensor ``key`` of the packed ``proj`` (w13/w2) of MoE layer ``layer``."""
-    return f"{prefix}model.layers.{layer}.mlp.experts.chord.{proj}.{key}"
+def layout_named(name: str) -> Layout:
+    """The chord-kernels layout ``name``; an unknown name and a planned one fail differently."""
+    layouts = available_layouts()
+    if name in layouts or name in PLANNED_LAYOUTS:
+        return get_layout(name)  # a planned layout: chord-kernels' "not yet supported by X.Y"
+    planned = ", ".join(p for p in PLANNED_LAYOUTS if p not in layouts)
+    raise ChordPackError(
+        f"unknown layout {name!r}; valid layouts: {', '.join(sorted(layouts))}"
+        + (f" ({planned}: not yet supported by chord-kernels {kernels_version})" if planned else "")
+    )
 
 
 @dataclass(frozen=True)
@@ -153,8 +169,8 @@ class Plan:
     profile: str
     options: dict
     projections: dict[str, ProjectionSpec]
-    expert_sources: dict[tuple[int, str, int, str], tuple[Path, TensorInfo]]
-    """(layer, source projection, expert, kind) -> (file, tensor info)."""
+    source_tensors: dict[str, tuple[Path, TensorInfo]]
+    """Every source tensor by name -> (file, where it lies in the file)."""
     shards: list[Shard]
     copy_chunk: int
     source_bytes: int
@@ -190,7 +206,7 @@ class Plan:
             "tensor_prefix": self.info.prefix,
             "moe_layers": list(self.info.moe_layers),
             "num_experts": self.info.num_experts,
-            "tensor_names": self.info.prefix + "model.layers.{layer}.mlp.experts.chord.{proj}.{tensor}",
+            "tensor_names": self.info.prefix + PACKED_PATTERN,
             "projections": {
                 name: {"sources": list(p.sources), "n": p.n, "k": p.k, "packed_weight": p.metadata,
                        "tensors": {k: {"dtype": d, "shape": list(s)} for k, (d, s) in p.tensors.items()}}
@@ -273,7 +289,7 @@ def expert_separable(layout: str, profile: str, options: dict, n: int, k: int,
 
 
 def _order_key(name: str, prefix: str) -> tuple:
-    m = _LAYER_RE.search(name)
+    m = LAYER_RE.search(name)
     if m and name.startswith(prefix):
         return (1, int(m.group(1)), name)
     return (0 if "embed_tokens" in name else 2, 0, name)
@@ -284,7 +300,8 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
               expert_chunk_bytes: int = EXPERT_CHUNK_BYTES) -> Plan:
     """Read config, index and shard headers of ``source`` and lay out the whole conversion."""
     options = dict(options or {})
-    target = get_layout(layout)  # fails first, with "not yet supported by chord-kernels X.Y"
+    check_sizes(max_shard_bytes=max_shard_bytes, copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
+    target = layout_named(layout)  # fails first: unknown, or "not yet supported by chord-kernels X.Y"
     if profile is None:
         profile = target.profiles[0]
     if profile not in target.profiles:
@@ -304,48 +321,37 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
         if not fpath.is_file():
             raise CheckpointError(f"{fpath}: listed in {INDEX_NAME} but missing")
         headers[fname] = read_header(fpath)
-
-    def lookup(name: str) -> tuple[Path, TensorInfo]:
-        fname = weight_map[name]
+    tensors: dict[str, tuple[Path, TensorInfo]] = {}
+    for name, fname in weight_map.items():
         tinfo = headers[fname].tensors.get(name)
         if tinfo is None:
             raise CheckpointError(f"{root / fname}: tensor {name} is listed in {INDEX_NAME} but missing from the file")
-        return root / fname, tinfo
+        tensors[name] = (root / fname, tinfo)
 
     # Validate every expert tensor (dtype, shape) and learn N, K per source projection.
-    expert_sources: dict[tuple[int, str, int, str], tuple[Path, TensorInfo]] = {}
     dims: dict[str, tuple[int, int]] = {}
-    copy_names = []
-    for name in weight_map:
-        m = EXPERT_RE.match(name)
-        if not m:
-            copy_names.append(name)
-            continue
-        key = (int(m["layer"]), m["proj"], int(m["expert"]), m["kind"])
-        expert_sources[key] = lookup(name)
     for layer in info.moe_layers:
-        for proj in ("gate_proj", "up_proj", "down_proj"):
+        for proj in SOURCE_PROJECTIONS:
             for e in range(info.num_experts):
-                for kind in ("weight_packed", "weight_scale", "weight_shape"):
-                    if (layer, proj, e, kind) not in expert_sources:
-                        name = f"{info.prefix}model.layers.{layer}.mlp.experts.{e}.{proj}.{kind}"
+                names = [expert_name(info.prefix, layer, e, proj, kind) for kind in EXPERT_KINDS]
+                for name in names:
+                    if name not in tensors:
                         raise CheckpointError(f"tensor {name} is missing from {INDEX_NAME}")
-                _check_expert(expert_sources, layer, proj, e, dims)
+                _check_expert(*(tensors[name] for name in names), proj, dims)
     for proj, (n, k) in dims.items():
-        want_n, want_k = (info.moe_intermediate_size, info.hidden_size)
-        if proj == "down_proj":
-            want_n, want_k = want_k, want_n
-        if None not in (want_n, want_k) and (n, k) != (want_n, want_k):
-            raise CheckpointError(
-                f"{proj}: expert weights are [N={n}, K={k}] but config.json (hidden_size, "
-                f"moe_intermediate_size) implies [N={want_n}, K={want_k}]"
-            )
+        if None not in (info.hidden_size, info.moe_intermediate_size):
+            want_n, want_k = expert_nk(proj, info.hidden_size, info.moe_intermediate_size)
+            if (n, k) != (want_n, want_k):
+                raise CheckpointError(
+                    f"{proj}: expert weights are [N={n}, K={k}] but config.json (hidden_size, "
+                    f"moe_intermediate_size) implies [N={want_n}, K={want_k}]"
+                )
     if dims["gate_proj"] != dims["up_proj"]:
         raise CheckpointError(f"gate_proj is {list(dims['gate_proj'])} but up_proj is {list(dims['up_proj'])}")
 
     e = info.num_experts
     projections = {}
-    for proj, sources in PROJECTIONS.items():
+    for proj, sources in PACKED_PROJECTIONS.items():
         n = sum(dims[s][0] for s in sources)
         k = dims[sources[0]][1]
         meta, specs = probe_projection(layout, profile, options, e, n, k)
@@ -356,9 +362,9 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
         projections[proj] = ProjectionSpec(proj, n, k, sources, meta, specs, src_bytes, per_chunk, e)
 
     items: list[tuple[tuple, int, Item]] = []
-    for name in copy_names:
-        fpath, tinfo = lookup(name)
-        items.append((_order_key(name, info.prefix), 0, CopyItem(name, tinfo.dtype, tinfo.shape, fpath, tinfo)))
+    for name, (fpath, tinfo) in tensors.items():
+        if not EXPERT_RE.match(name):
+            items.append((_order_key(name, info.prefix), 0, CopyItem(name, tinfo.dtype, tinfo.shape, fpath, tinfo)))
     for layer in info.moe_layers:
         for rank, (proj, spec) in enumerate(projections.items(), 1):
             for key, (dtype, shape) in spec.tensors.items():
@@ -379,16 +385,22 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
     shards = [Shard(f"model-{i:05d}-of-{n_shards:05d}.safetensors", g) for i, g in enumerate(groups, 1)]
     return Plan(
         source=source, info=info, config=config, layout=layout, profile=profile, options=options,
-        projections=projections, expert_sources=expert_sources, shards=shards, copy_chunk=copy_chunk,
+        projections=projections, source_tensors=tensors, shards=shards, copy_chunk=copy_chunk,
         source_bytes=sum(h.file_size for h in headers.values()),
         index_sha256=hashlib.sha256(index_path.read_bytes()).hexdigest(),
     )
 
 
-def _check_expert(sources: dict, layer: int, proj: str, e: int, dims: dict[str, tuple[int, int]]) -> None:
-    fpath, packed = sources[(layer, proj, e, "weight_packed")]
-    spath, scale = sources[(layer, proj, e, "weight_scale")]
-    hpath, shape = sources[(layer, proj, e, "weight_shape")]
+def check_sizes(**sizes: int) -> None:
+    """Refuse a shard, chunk or copy size that is not a positive number of bytes."""
+    for name, value in sizes.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ChordPackError(f"{name}: expected a positive number of bytes, got {value!r}")
+
+
+def _check_expert(packed_at: tuple[Path, TensorInfo], scale_at: tuple[Path, TensorInfo],
+                  shape_at: tuple[Path, TensorInfo], proj: str, dims: dict[str, tuple[int, int]]) -> None:
+    (fpath, packed), (spath, scale), (hpath, shape) = packed_at, scale_at, shape_at
     for path, t, dtypes in ((fpath, packed, ("I32",)), (spath, scale, ("BF16",)), (hpath, shape, ("I32", "I64"))):
         if t.dtype not in dtypes:
             raise CheckpointError(f"{path}: tensor {t.name} has dtype {t.dtype}, expected {' or '.join(dtypes)}")

@@ -1,8 +1,9 @@
 """Resolve SRC (a local directory or a Hugging Face Hub repo id) to a directory on disk.
 
 Hub downloads go through ``huggingface_hub`` (``hf_hub_download`` for the two metadata files
-that ``inspect`` needs, ``snapshot_download`` with ``allow_patterns`` for a conversion). The
-environment is read at call time: ``HF_HUB_OFFLINE`` (cache only), ``HF_TOKEN``, ``HF_ENDPOINT``.
+that ``inspect`` needs, ``snapshot_download`` with ``allow_patterns`` for a conversion), each
+announced and bounded in time by :mod:`chord_pack.hub`. The environment is read at call time:
+``HF_HUB_OFFLINE`` (cache only), ``HF_TOKEN``, ``HF_ENDPOINT``, ``CHORD_PACK_HUB_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from chord_pack.errors import SourceError
+from chord_pack import hub
+from chord_pack.errors import ChordPackError, SourceError
+from chord_pack.progress import Progress
 
 INDEX_NAME = "model.safetensors.index.json"
 METADATA_FILES = ("config.json", INDEX_NAME)
@@ -45,11 +48,11 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _hub_kwargs(cache_only: bool = False) -> dict:
+def _hub_kwargs(cache_only: bool) -> dict:
     return {
         "token": os.environ.get("HF_TOKEN") or None,
         "endpoint": os.environ.get("HF_ENDPOINT") or None,
-        "local_files_only": cache_only or offline(),
+        "local_files_only": cache_only,
     }
 
 
@@ -64,7 +67,7 @@ def _hub_error(repo_id: str, revision: str | None, exc: Exception) -> SourceErro
 
 
 def resolve(src: str, revision: str | None = None, *, metadata_only: bool = False,
-            cache_only: bool = False) -> Source:
+            cache_only: bool = False, progress: Progress | None = None) -> Source:
     """Turn SRC into a :class:`Source`.
 
     ``metadata_only`` fetches just config.json and the index; ``cache_only`` never downloads.
@@ -79,16 +82,30 @@ def resolve(src: str, revision: str | None = None, *, metadata_only: bool = Fals
         raise SourceError(f"SRC {src!r} is neither an existing directory nor a Hub repo id (org/name)")
     from huggingface_hub import hf_hub_download, snapshot_download
 
+    cache_only = cache_only or offline()
+    where = f"{src}@{revision or 'main'}"
+
+    def fetch(what: str, fn, small: bool):
+        if cache_only:  # no network: nothing to wait for
+            return fn()
+        return hub.call(what, fn, progress=progress, small=small)
+
+    kwargs = {**_hub_kwargs(cache_only), "etag_timeout": hub.hub_timeout()}
     try:
         if metadata_only:
             paths = [
-                Path(hf_hub_download(src, name, revision=revision, **_hub_kwargs(cache_only)))
+                Path(fetch(f"downloading {name} of {where}",
+                           lambda name=name: hf_hub_download(src, name, revision=revision, **kwargs), True))
                 for name in METADATA_FILES
             ]
             folder = paths[0].parent
         else:
-            folder = Path(snapshot_download(src, revision=revision, allow_patterns=CONVERT_PATTERNS,
-                                            **_hub_kwargs(cache_only)))
+            folder = Path(fetch(
+                f"downloading {where} (weights, configs, tokenizer)",
+                lambda: snapshot_download(src, revision=revision, allow_patterns=CONVERT_PATTERNS, **kwargs),
+                False))
+    except ChordPackError:
+        raise
     except Exception as exc:  # huggingface_hub raises many types (HTTP, offline, auth)
         raise _hub_error(src, revision, exc) from exc
     m = _CACHE_RE.search(folder.resolve().as_posix()) or _CACHE_RE.search(folder.as_posix())

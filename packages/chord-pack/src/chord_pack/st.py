@@ -9,17 +9,18 @@ The on-disk format is plain safetensors: readable by ``safetensors.safe_open``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from chord_pack.errors import CheckpointError
+from chord_pack.errors import CheckpointError, os_errors
 
 ITEMSIZE: dict[str, int] = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8,
@@ -135,7 +136,7 @@ def read_tensor(path: Path, info: TensorInfo, out: torch.Tensor | None = None) -
     if info.nbytes == 0:
         return out
     buf = out.view(-1).view(torch.uint8).numpy()
-    with Path(path).open("rb") as f:
+    with os_errors("read", path, CheckpointError), Path(path).open("rb") as f:
         f.seek(info.begin)
         got = f.readinto(buf)
     if got != info.nbytes:
@@ -145,7 +146,7 @@ def read_tensor(path: Path, info: TensorInfo, out: torch.Tensor | None = None) -
 
 def iter_raw(path: Path, info: TensorInfo, chunk: int = COPY_CHUNK_BYTES) -> Iterator[bytes]:
     """The tensor's bytes in chunks of at most ``chunk`` bytes."""
-    with Path(path).open("rb") as f:
+    with os_errors("read", path, CheckpointError), Path(path).open("rb") as f:
         f.seek(info.begin)
         left = info.nbytes
         while left:
@@ -154,6 +155,15 @@ def iter_raw(path: Path, info: TensorInfo, chunk: int = COPY_CHUNK_BYTES) -> Ite
                 raise CheckpointError(f"{path}: tensor {info.name} is cut short ({left} bytes missing)")
             left -= len(data)
             yield data
+
+
+def sha256_tensors(located: Iterable[tuple[Path, TensorInfo]]) -> str:
+    """sha256 of the raw bytes of the given tensors, one after the other (read, never decoded)."""
+    h = hashlib.sha256()
+    for path, info in located:
+        for data in iter_raw(path, info):
+            h.update(data)
+    return h.hexdigest()
 
 
 def tensor_bytes(t: torch.Tensor) -> memoryview:
@@ -201,12 +211,14 @@ class ShardWriter:
         self._next = 0
         self._pending = 0  # bytes still owed to the current tensor
         self._sha = hashlib.sha256()
-        self._file = self.path.open("wb")
+        with os_errors("create", self.path):
+            self._file = self.path.open("wb")
         self.size = 0
         self._write(build_header(entries, metadata))
 
     def _write(self, data: bytes | memoryview) -> None:
-        self._file.write(data)
+        with os_errors("write", self.path):
+            self._file.write(data)
         self._sha.update(data)
         self.size += len(data)
 
@@ -244,13 +256,15 @@ class ShardWriter:
         """Flush to disk and return the sha256 of the file."""
         if not self.done:
             raise CheckpointError(f"{self.path}: closed after {self._next} of {len(self.entries)} tensors")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
+        with os_errors("write", self.path):
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
         return self._sha.hexdigest()
 
     def abort(self) -> None:
-        self._file.close()
+        with contextlib.suppress(OSError):  # the error that made us abort is the one to report
+            self._file.close()
 
 
 def sha256_file(path: Path, chunk: int = 16 * 1024 * 1024) -> str:

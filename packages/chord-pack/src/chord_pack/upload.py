@@ -1,4 +1,7 @@
-"""Push a converted checkpoint to the Hugging Face Hub, only after it passes ``verify``."""
+"""Push a converted checkpoint to the Hugging Face Hub, only after it passes ``verify``.
+
+Each Hub call is announced and bounded in time by :mod:`chord_pack.hub`.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +9,10 @@ import json
 import os
 from pathlib import Path
 
+from chord_pack import hub
 from chord_pack.detect import load_json
 from chord_pack.errors import ChordPackError, VerifyError
-from chord_pack.progress import Progress
+from chord_pack.progress import NullProgress, Progress
 from chord_pack.verify import verify
 
 
@@ -49,24 +53,31 @@ def upload(
     message: str | None = None,
     progress: Progress | None = None,
 ) -> str:
-    """Verify ``path`` (hashes and per-expert unpack against the recorded source digests), then
-    create ``repo_id`` if needed and upload the folder in one commit. Returns the commit URL."""
+    """Verify ``path`` (hashes, per-expert unpack against the recorded source digests, and those
+    digests against the source when it is on this machine), then create ``repo_id`` if needed and
+    upload the folder in one commit. Returns the commit URL."""
     path = Path(path)
-    report = verify(path, use_recorded_source=False, progress=progress)
+    progress = progress or NullProgress()
+    report = verify(path, compare_experts=False, progress=progress)
     if not report.ok:
         raise VerifyError(f"{path} (refusing to upload)", report.problems)
+    if report.unchecked:
+        progress.note(f"not checked before upload: {report.unchecked}")
     from huggingface_hub import HfApi
 
     # Read the environment now rather than at huggingface_hub import time.
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None,
                 token=token or os.environ.get("HF_TOKEN") or None)
     try:
-        api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+        hub.call(f"creating the repo {repo_id}", progress=progress,
+                 fn=lambda: api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model"))
         if revision and revision != "main":
-            api.create_branch(repo_id, branch=revision, exist_ok=True)
-        info = api.create_commit(
-            repo_id=repo_id, operations=_operations(path), repo_type="model", revision=revision,
-            commit_message=message or commit_message(path),
+            hub.call(f"creating the branch {revision} of {repo_id}", progress=progress,
+                     fn=lambda: api.create_branch(repo_id, branch=revision, exist_ok=True))
+        info = hub.call(
+            f"uploading {path} to {repo_id}", progress=progress, small=False,
+            fn=lambda: api.create_commit(repo_id=repo_id, operations=_operations(path), repo_type="model",
+                                         revision=revision, commit_message=message or commit_message(path)),
         )
     except ChordPackError:
         raise

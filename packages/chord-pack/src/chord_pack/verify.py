@@ -3,10 +3,18 @@
 Checks, in order: the ``chord_pack`` block and format marker in config.json; every shard's size
 and sha256 against the block; every shard header's mirrored block; the index against the
 headers. Then, one projection of one MoE layer at a time, the packed tensors are unpacked with
-chord-kernels and compared with the source: always against the per-projection source digests
-recorded at conversion (sha256 over each expert's ``weight_packed`` then ``weight_scale`` bytes),
-and, when the source checkpoint is available, expert by expert against the source tensors
-themselves, plus every non-expert tensor byte for byte.
+chord-kernels and hashed: each source projection's digest (sha256 over each expert's
+``weight_packed`` then ``weight_scale`` bytes, see :mod:`chord_pack.names`) must equal the one
+recorded at conversion.
+
+When the source checkpoint is available (``source=``, or the recorded local path or Hub
+revision already on this machine: verify itself never downloads), it is checked too: first that
+it has the tensors the conversion used (else one message: it is another checkpoint), then that
+its expert digests equal the recorded ones (a mismatch means the source changed after the
+conversion, or the output was made from stale shards), and that every non-expert tensor is
+byte-identical. The two digests meet at the recorded one, so the unpacked experts equal the
+source's. With ``compare_experts`` a mismatch is also pinned down to the experts that differ.
+Without the source, the report says what could not be checked.
 """
 
 from __future__ import annotations
@@ -20,14 +28,22 @@ import torch
 
 from chord_kernels.packed import PackedWeight
 from chord_kernels.packed import unpack as ck_unpack
-from chord_pack.detect import CHORD_FORMAT, EXPERT_RE, load_json, quantization_config
+from chord_pack.detect import CHORD_FORMAT, load_json, quantization_config
 from chord_pack.errors import ChordPackError, SourceError, VerifyError
+from chord_pack.names import (
+    DIGEST_KINDS,
+    EXPERT_RE,
+    expert_name,
+    source_digest_key,
+    source_digest_names,
+)
 from chord_pack.plan import SCHEMA_VERSION
 from chord_pack.progress import NullProgress, Progress
 from chord_pack.source import INDEX_NAME, Source, resolve
-from chord_pack.st import Header, iter_raw, read_header, read_tensor, tensor_bytes
+from chord_pack.st import Header, TensorInfo, read_header, read_tensor, sha256_tensors, tensor_bytes
 
 _RUN_KEYS = ("shards", "source_digests")
+_EXAMPLES = 3
 
 
 @dataclass
@@ -37,8 +53,12 @@ class VerifyReport:
     shards_checked: int = 0
     projections_checked: int = 0
     experts_compared: int = 0
+    """Experts whose source digest was checked against the source itself."""
     tensors_compared: int = 0
+    """Non-expert tensors compared byte for byte with the source."""
     source: Source | None = None
+    unchecked: str | None = None
+    """What could not be checked (no source on this machine), in one sentence; None if nothing."""
 
     @property
     def ok(self) -> bool:
@@ -50,27 +70,42 @@ class VerifyReport:
         return self
 
 
-def _find_source(block: dict, source: Source | str | None, use_recorded: bool) -> Source | None:
+def _some(names: list[str]) -> str:
+    return ", ".join(names[:_EXAMPLES]) + (", ..." if len(names) > _EXAMPLES else "")
+
+
+def _find_source(block: dict, source: Source | str | None, use_recorded: bool,
+                 progress: Progress) -> tuple[Source | None, str]:
+    """The source to compare with, or None and why not."""
     if isinstance(source, Source):
-        return source
+        return source, ""
     if isinstance(source, str):
-        return resolve(source)
+        return resolve(source, progress=progress), ""
     if not use_recorded:
-        return None
+        return None, "no source was given"
     rec = block.get("source") or {}
-    if rec.get("local_path") and Path(rec["local_path"]).is_dir():
-        return Source(Path(rec["local_path"]))
+    if rec.get("local_path"):
+        if Path(rec["local_path"]).is_dir():
+            return Source(Path(rec["local_path"])), ""
+        return None, f"the recorded source {rec['local_path']} is not on this machine"
     if rec.get("repo_id"):
+        where = f"{rec['repo_id']}@{rec.get('revision') or 'main'}"
         try:  # only a copy already in the HF cache: verify never downloads a whole model
-            return resolve(rec["repo_id"], rec.get("revision"), cache_only=True)
+            return resolve(rec["repo_id"], rec.get("revision"), cache_only=True), ""
         except SourceError:
-            return None
-    return None
+            return None, f"the recorded source {where} is not in the Hugging Face cache"
+    return None, "config.json records no source"
 
 
 def verify(path: str | Path, *, source: Source | str | None = None, use_recorded_source: bool = True,
-           progress: Progress | None = None) -> VerifyReport:
-    """Check ``path``; returns a report (``report.ok``), raising only if it is not a chord-pack output."""
+           compare_experts: bool = True, progress: Progress | None = None) -> VerifyReport:
+    """Check ``path``; returns a report (``report.ok``), raising only if it is not a chord-pack output.
+
+    ``source`` names the source to compare with (a Hub repo id is downloaded); otherwise the
+    recorded one is used when it is on this machine, unless ``use_recorded_source`` is False.
+    ``compare_experts=False`` (``--no-source``) checks digests only and never names the experts
+    that differ.
+    """
     progress = progress or NullProgress()
     root = Path(path)
     report = VerifyReport(root)
@@ -128,19 +163,6 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
         if shard_name in headers and tensor not in headers[shard_name].tensors:
             problems.append(f"{root / shard_name}: tensor {tensor} is in {INDEX_NAME} but not in the file")
 
-    src = _find_source(block, source, use_recorded_source)
-    report.source = src
-    src_map: dict[str, str] = {}
-    src_headers: dict[str, Header] = {}
-    if src is not None:
-        src_map = (load_json(src.path / INDEX_NAME).get("weight_map") or {})
-
-    def src_tensor(name: str):
-        fname = src_map[name]
-        if fname not in src_headers:
-            src_headers[fname] = read_header(src.path / fname)
-        return src.path / fname, src_headers[fname].tensors[name]
-
     def out_tensor(name: str) -> torch.Tensor:
         shard_name = weight_map.get(name)
         if shard_name is None:
@@ -152,17 +174,18 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
             raise ChordPackError(f"{root / shard_name}: tensor {name} is missing")
         return read_tensor(root / shard_name, info)
 
+    def unpacked(layer: int, proj: str, spec: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        tensors = {key: out_tensor(block["tensor_names"].format(layer=layer, proj=proj, tensor=key))
+                   for key in spec["tensors"]}
+        return ck_unpack(PackedWeight.from_state_dict(spec["packed_weight"], tensors))
+
     digests = block.get("source_digests") or {}
-    pattern = block["tensor_names"]
-    prefix = block.get("tensor_prefix", "")
     e_count = int(block["num_experts"])
+    damaged: list[tuple[int, str, str]] = []  # (layer, packed proj, source proj) unpacking to another digest
     for layer in block["moe_layers"]:
         for proj, spec in block["projections"].items():
             try:
-                tensors = {key: out_tensor(pattern.format(layer=layer, proj=proj, tensor=key))
-                           for key in spec["tensors"]}
-                pw = PackedWeight.from_state_dict(spec["packed_weight"], tensors)
-                packed, scales = ck_unpack(pw)
+                packed, scales = unpacked(layer, proj, spec)
             except ChordPackError as exc:
                 problems.append(f"layer {layer} {proj}: {exc}")
                 continue
@@ -182,51 +205,117 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
                 for e in range(e_count):
                     h.update(tensor_bytes(packed[e, sl]))
                     h.update(tensor_bytes(scales[e, sl]))
-                key = f"layers.{layer}.{sproj}"
-                if digests.get(key) != h.hexdigest():
+                if digests.get(source_digest_key(layer, sproj)) != h.hexdigest():
                     problems.append(f"layer {layer} {sproj}: unpacked codes/scales do not match the "
                                     "source digest recorded at conversion")
-                if src is None:
-                    continue
-                for e in range(e_count):
-                    base = f"{prefix}model.layers.{layer}.mlp.experts.{e}.{sproj}."
-                    for kind, got in (("weight_packed", packed[e, sl]), ("weight_scale", scales[e, sl])):
-                        try:
-                            want = read_tensor(*src_tensor(base + kind))
-                        except (KeyError, ChordPackError) as exc:
-                            problems.append(f"source tensor {base + kind}: {exc}")
-                            continue
-                        if not torch.equal(want.view(-1).view(torch.uint8), got.contiguous().view(-1).view(torch.uint8)):
-                            problems.append(f"layer {layer} expert {e} {sproj}.{kind}: unpacked tensor differs "
-                                            f"from source {src_map.get(base + kind)}")
-                    report.experts_compared += 1
+                    damaged.append((layer, proj, sproj))
             report.projections_checked += 1
-            del packed, scales, tensors, pw
+            del packed, scales
 
-    if src is not None:
-        for name in src_map:
-            if EXPERT_RE.match(name):
-                continue
-            shard_name = weight_map.get(name)
-            if shard_name is None or shard_name not in headers or name not in headers[shard_name].tensors:
-                problems.append(f"non-expert tensor {name} from the source is missing from the output")
-                continue
-            out_info = headers[shard_name].tensors[name]
-            try:
-                spath, sinfo = src_tensor(name)
-            except (KeyError, ChordPackError) as exc:
-                problems.append(f"source tensor {name}: {exc}")
-                continue
-            if (out_info.dtype, out_info.shape) != (sinfo.dtype, sinfo.shape):
-                problems.append(f"{root / shard_name}: tensor {name} is {out_info.dtype} {list(out_info.shape)}, "
-                                f"source is {sinfo.dtype} {list(sinfo.shape)}")
-                continue
-            a, b = hashlib.sha256(), hashlib.sha256()
-            for chunk in iter_raw(root / shard_name, out_info):
-                a.update(chunk)
-            for chunk in iter_raw(spath, sinfo):
-                b.update(chunk)
-            if a.digest() != b.digest():
-                problems.append(f"{root / shard_name}: tensor {name} is not byte-identical to the source")
-            report.tensors_compared += 1
+    src, why_not = _find_source(block, source, use_recorded_source, progress)
+    report.source = src
+    packed_names = {block["tensor_names"].format(layer=layer, proj=proj, tensor=key)
+                    for layer in block["moe_layers"] for proj, spec in block["projections"].items()
+                    for key in spec["tensors"]}
+    copies = [n for n in weight_map if n not in packed_names]
+    if src is None:
+        report.unchecked = (
+            f"{why_not}, so the expert digests were checked only against the ones recorded at conversion, "
+            f"and {len(copies)} non-expert tensors were not compared with the source"
+        )
+        return report
+    _check_source(report, block, src, weight_map, headers, copies, damaged if compare_experts else [], unpacked)
     return report
+
+
+def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: dict[str, str],
+                  headers: dict[str, Header], copies: list[str], damaged: list[tuple[int, str, str]],
+                  unpacked) -> None:
+    """Compare with the source ``src`` (see the module docstring); findings go to ``report``."""
+    problems, root = report.problems, report.path
+    src_map: dict[str, str] = load_json(src.path / INDEX_NAME).get("weight_map") or {}
+    prefix, e_count = block.get("tensor_prefix", ""), int(block["num_experts"])
+    layers = block["moe_layers"]
+    source_projs = [s for spec in block["projections"].values() for s in spec["sources"]]
+    wanted = [name for layer in layers for proj in source_projs
+              for name in source_digest_names(prefix, layer, proj, e_count)]
+    lacks = [n for n in wanted if n not in src_map]
+    lacks_copies = [n for n in copies if n not in src_map]
+    extra = [n for n in src_map if not EXPERT_RE.match(n) and n not in weight_map]
+    if lacks or lacks_copies or extra:
+        parts = [f"it lacks {len(names)} of the {total} {what} the conversion used ({_some(names)})"
+                 for names, total, what in ((lacks, len(wanted), "expert tensors"),
+                                            (lacks_copies, len(copies), "other tensors")) if names]
+        if extra:
+            parts.append(f"it has {len(extra)} tensors the output lacks ({_some(extra)})")
+        problems.append(f"{src.describe()} is not the checkpoint {root} was converted from: {'; '.join(parts)}")
+        return
+
+    src_headers: dict[str, Header] = {}
+
+    def at(name: str) -> tuple[Path, TensorInfo]:
+        fname = src_map[name]
+        if fname not in src_headers:
+            src_headers[fname] = read_header(src.path / fname)
+        info = src_headers[fname].tensors.get(name)
+        if info is None:
+            raise ChordPackError(f"{src.path / fname}: tensor {name} is listed in {INDEX_NAME} but missing")
+        return src.path / fname, info
+
+    digests = block.get("source_digests") or {}
+    stale = []
+    try:
+        for layer in layers:
+            for proj in source_projs:
+                names = source_digest_names(prefix, layer, proj, e_count)
+                if sha256_tensors(at(n) for n in names) != digests.get(source_digest_key(layer, proj)):
+                    stale.append((layer, proj))
+                report.experts_compared += e_count
+    except ChordPackError as exc:
+        problems.append(f"source {src.describe()}: {exc}")
+        return
+    total = len(layers) * len(source_projs)
+    if stale and len(stale) == total:
+        problems.append(f"{src.describe()} is not the checkpoint {root} was converted from: none of its "
+                        f"{total} expert projections match the source digests recorded at conversion")
+        return
+    for layer, proj in stale:
+        problems.append(f"layer {layer} {proj}: the source {src.describe()} no longer matches the digest "
+                        "recorded at conversion (it changed after the conversion: the output is stale)")
+    for layer, proj, sproj in damaged:
+        if (layer, sproj) not in stale:  # the source is right, the output is not: name the experts
+            _name_differing_experts(problems, block, layer, proj, sproj, unpacked, at)
+
+    differ, mismatched = [], []
+    for name in copies:
+        shard_name = weight_map[name]
+        if shard_name not in headers or name not in headers[shard_name].tensors:
+            continue  # already reported as missing or unreadable
+        out_info = headers[shard_name].tensors[name]
+        spath, sinfo = at(name)
+        if (out_info.dtype, out_info.shape) != (sinfo.dtype, sinfo.shape):
+            mismatched.append(f"{name} ({out_info.dtype} {list(out_info.shape)} vs {sinfo.dtype} {list(sinfo.shape)})")
+        elif sha256_tensors([(root / shard_name, out_info)]) != sha256_tensors([(spath, sinfo)]):
+            differ.append(name)
+        report.tensors_compared += 1
+    if mismatched:
+        problems.append(f"{len(mismatched)} non-expert tensors differ in dtype or shape from the source: {_some(mismatched)}")
+    if differ:
+        problems.append(f"{len(differ)} non-expert tensors are not byte-identical to the source: {_some(differ)}")
+
+
+def _name_differing_experts(problems: list[str], block: dict, layer: int, proj: str, sproj: str,
+                            unpacked, at) -> None:
+    spec = block["projections"][proj]
+    rows = int(spec["n"]) // len(spec["sources"])
+    sl = slice(spec["sources"].index(sproj) * rows, (spec["sources"].index(sproj) + 1) * rows)
+    packed, scales = unpacked(layer, proj, spec)
+    prefix, differing = block.get("tensor_prefix", ""), []
+    for e in range(int(block["num_experts"])):
+        for kind, got in zip(DIGEST_KINDS, (packed[e, sl], scales[e, sl]), strict=True):
+            want = read_tensor(*at(expert_name(prefix, layer, e, sproj, kind)))
+            if not torch.equal(want.view(-1).view(torch.uint8), got.contiguous().view(-1).view(torch.uint8)):
+                differing.append(f"{e}.{kind}")
+    if differing:
+        problems.append(f"layer {layer} {sproj}: unpacked data differs from source in {len(differing)} "
+                        f"expert tensors: {_some(differing)}")
