@@ -386,7 +386,11 @@ class HummingPath(Implementation):
             lo, hi, cfg = picked
             chosen = [(lo, hi, cfg, describe(cfg, lo, hi) + self._realign_note(problem, m))]
         for lo, hi, cfg, label in chosen:
-            yield self._candidate(problem, hw, [[lo, hi, cfg]], label, cfg)
+            # The configuration is vLLM's choice (made above from valid_shape_m); handed to
+            # humming as the only one, over every m, so its launcher never re-selects a range
+            # (on the H200 its range check refused the chosen range's own m, 2026-11-30).
+            del lo, hi
+            yield self._candidate(problem, hw, [[0, 1 << 30, cfg]], label, cfg)
 
     def _realign_note(self, problem: GemmProblem, m: int) -> str:
         """Down of the indexed path: say whether vLLM re-aligns the routing for it."""

@@ -4,7 +4,7 @@ its generated source.
 Same routing contract, arguments and packed layout as the decode kernel; the token block is the
 wgmma N dimension, so ``block_m`` may be any multiple of 8 up to 256. As for the decode kernel,
 the host's shared-memory size and thread count are checked against the device's by
-``static_assert``\ s in the generated source.
+static_asserts in the generated source.
 """
 
 from __future__ import annotations
