@@ -162,9 +162,9 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 768) == 32      # ep8_tok16
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
-    # ... then the wide tile with the fewest padded rows under Poisson routing.
-    assert choose(pw, 6144) == 144    # ep8_tok128
-    assert choose(pw, 16368) == 128   # ep8_tok341: three 128-row tiles pad less than two of 176
+    # ... then 128 (two 64-channel tiles per warpgroup still fit the registers).
+    assert choose(pw, 6144) == 128    # ep8_tok128
+    assert choose(pw, 16368) == 128   # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
     assert choose(tp8, 8192 * 8) == 128  # tp8_8192, tok_e 171
     # Blackwell profiles keep the decode kernel's blocks.

@@ -27,7 +27,6 @@ __all__ = [
     "WGMMA_PROFILES",
     "block_ms_for",
     "WIDE_BLOCKS",
-    "wide_block_m",
     "max_stages",
 ]
 
@@ -56,8 +55,9 @@ WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 """Profiles whose GPUs (sm_90a) run the WGMMA kernel; the Blackwell profiles keep the decode kernel."""
 WGMMA_MIN_TOK_E = 9.0
 """Above this many rows per expert the WGMMA kernel beats the decode kernel (docs/optimization.md)."""
-WIDE_BLOCKS = (128, 144, 160)
-"""Token tiles for prefill (rows per expert above 64): the widest the WGMMA kernel runs well."""
+WIDE_BLOCKS = (128,)
+"""Token tiles for prefill (rows per expert above 64): the widest tile whose two 64-channel tiles
+per warpgroup still fit the registers (wider single-tile configurations measured slower)."""
 
 
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
@@ -69,7 +69,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks; above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert,
-    and beyond that the wide tile that pads the fewest rows (:func:`wide_block_m`).
+    and 128 beyond.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -81,7 +81,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if weight.profile in WGMMA_PROFILES:
         if tok_e <= 64.0:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
-        return wide_block_m(tok_e)
+        return WIDE_BLOCKS[0]
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
@@ -97,28 +97,6 @@ def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
     if weight.profile in WGMMA_PROFILES:
         return (8, 16, *range(32, 88, 8), *WIDE_BLOCKS)  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
     return BLOCK_MS
-
-
-@functools.lru_cache(maxsize=1024)
-def wide_block_m(tok_e: float) -> int:
-    """The tile of :data:`WIDE_BLOCKS` with the fewest expected padded rows per expert when an
-    expert receives Poisson(tok_e) rows (each expert is padded to whole tiles)."""
-    def padded_rows(block: int) -> float:
-        # E[ceil(X / block)] * block = block * sum_{j >= 0} P(X > j * block)
-        term, cdf, total = math.exp(-tok_e), 0.0, 0.0
-        x, j = 0, 0
-        while j * block <= tok_e + 12 * math.sqrt(tok_e) + block:
-            while x <= j * block:
-                cdf += term
-                x += 1
-                term *= tok_e / x
-            total += max(0.0, 1.0 - cdf)
-            j += 1
-        return block * total
-
-    if tok_e > 600:  # exp(-tok_e) underflows; the padding is then nearly the same for every tile
-        return WIDE_BLOCKS[0]
-    return min(WIDE_BLOCKS, key=padded_rows)
 
 
 @functools.lru_cache(maxsize=256)

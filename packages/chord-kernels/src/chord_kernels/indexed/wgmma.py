@@ -163,15 +163,14 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
 
     Measured on the H200 (docs/optimization.md): two 64-channel tiles per consumer warpgroup
     (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs) with whole
-    256-wide K stages up to 64 tokens; 128-wide stages from 72 to 128 tokens (three stages fit);
-    one tile per warpgroup with 256-wide stages for wider token tiles, where two tiles' accumulators
-    would not fit the registers.
+    256-wide K stages (one 9 KB bulk copy per 64-channel block), as many stages as fit, up to 128
+    tokens; one tile per warpgroup beyond, where two tiles' accumulators would not fit the registers.
     """
     del k  # every Kimi K (256 ... 7168) measured best with the same choice
     mt = 2 if block_m <= 128 and n > 128 else 1
-    bk = 256 if block_m <= 64 or mt == 1 else 128
+    bk = 256
     stages = max_stages(block_m, mt, bk)
-    if stages < 2 and bk == 256:
+    if stages < 2:
         bk = 128
         stages = max_stages(block_m, mt, bk)
     if stages < 2:
