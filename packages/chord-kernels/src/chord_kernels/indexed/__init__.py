@@ -9,7 +9,6 @@ describes how the modules fit together.
 from chord_kernels.indexed.api import check_weight, fused_moe, gemm, prepare
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
 from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
-from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
 from chord_kernels.indexed.planner import (
     LaunchPlan,
@@ -20,6 +19,7 @@ from chord_kernels.indexed.planner import (
     plan,
     routing_capacity,
 )
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.workspace import new_workspace
 
 __all__ = [

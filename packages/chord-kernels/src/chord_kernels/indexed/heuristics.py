@@ -19,14 +19,14 @@ __all__ = [
     "BLOCK_MS",
     "LIST_RESERVE",
     "STRIDED_MIN_WAVES",
+    "WGMMA_PROFILES",
+    "WIDE_BLOCKS",
     "DecodeConfig",
+    "block_ms_for",
     "choose_block_m",
     "choose_config",
     "choose_schedule",
     "general_config",
-    "WGMMA_PROFILES",
-    "block_ms_for",
-    "WIDE_BLOCKS",
     "max_stages",
 ]
 

@@ -25,7 +25,12 @@ import torch
 from chord_kernels import hardware
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
-from chord_kernels.indexed.heuristics import WIDE_BLOCKS, choose_config, choose_schedule, general_config
+from chord_kernels.indexed.heuristics import (
+    WIDE_BLOCKS,
+    choose_config,
+    choose_schedule,
+    general_config,
+)
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.workspace import WorkspaceLayout
