@@ -23,7 +23,7 @@ KIMI = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256)]
 def _weight(n: int, k: int, experts: int = 2) -> chord_kernels.PackedWeight:
     """A weight of shape N x K without packing real data (planning reads only its metadata)."""
     return chord_kernels.PackedWeight(layout="indexed", family="indexed", mode="indexed", profile="h200_ep8",
-                                      layout_version=1, num_experts=experts, n=n, k=k, group_size=32,
+                                      layout_version=2, num_experts=experts, n=n, k=k, group_size=32,
                                       tensors={})
 
 

@@ -197,7 +197,7 @@ def _edit_config(src: Path, dst: Path, edit) -> Path:
 
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c.pop("chord_pack"), "there is no chord_pack block"),
-    (lambda c: c["chord_pack"].update(layout_version=99), "layout_version is 99; this chord-vllm serves 1"),
+    (lambda c: c["chord_pack"].update(layout_version=99), "layout_version is 99; this chord-vllm serves 2"),
     (lambda c: c["chord_pack"].update(layout="grouped"), "layout is 'grouped'; this chord-vllm serves 'indexed'"),
     (lambda c: c["chord_pack"].update(schema_version=2), "schema_version is 2"),
     (lambda c: c["chord_pack"]["projections"].pop("w2"), "projections are ['w13']"),
