@@ -291,15 +291,6 @@ def test_fallback_on_devices_without_chord_kernels(monkeypatch, chord_log) -> No
     assert "no nvcc" in decision.decide(_stand_in(), [_scheme()] * 3).reason
 
 
-def test_dual_batch_overlap_falls_back_until_gemm_takes_a_workspace(on_h200, monkeypatch) -> None:
-    dbo = SimpleNamespace(parallel_config=SimpleNamespace(enable_dbo=True))
-    monkeypatch.setattr(decision, "get_current_vllm_config_or_none", lambda: dbo)
-    monkeypatch.setattr(decision.core, "GEMM_TAKES_WORKSPACE", False)
-    assert "--enable-dbo" in decision.decide(_stand_in(), [_scheme()] * 3).reason
-    monkeypatch.setattr(decision.core, "GEMM_TAKES_WORKSPACE", True)
-    assert decision.decide(_stand_in(), [_scheme()] * 3).use_chord
-
-
 def test_force_turns_a_fallback_into_an_error(on_h200, monkeypatch) -> None:
     monkeypatch.setenv("CHORD_VLLM", "1")
     with pytest.raises(ValueError, match=r"CHORD_VLLM=1 forces Chord, but .*LoRA"):

@@ -13,7 +13,6 @@ this module directly, on hosts where vLLM cannot be installed.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,18 +24,13 @@ from chord_kernels import PackedWeight, indexed, reference, routing
 Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """vLLM's ``moe_align_block_size`` result: sorted_token_ids, expert_ids, num_tokens_post_padded."""
 
-GEMM_TAKES_WORKSPACE = "workspace" in inspect.signature(indexed.gemm).parameters
-"""Whether ``indexed.gemm`` takes a caller-owned split-K workspace (chord-kernels 0.2). Such a
-``gemm`` also keeps its default workspace per (device, stream), so vLLM's dual-batch overlap (two
-micro-batches on two streams) never shares one; an older one kept one per device."""
-
-
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                 topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None) -> None:
-    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``)."""
-    extra = {} if workspace is None else {"workspace": workspace}
+    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``). Without ``workspace``
+    the GEMM uses chord-kernels' default of the current (device, stream), so vLLM's dual-batch
+    overlap (two micro-batches on two streams) never shares one."""
     indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
-                 **extra)
+                 workspace=workspace)
 
 
 def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,

@@ -10,13 +10,12 @@ import logging
 from dataclasses import dataclass
 
 import torch
-from vllm.config import get_current_vllm_config_or_none
 from vllm.model_executor.layers.fused_moe import RoutedExperts
 from vllm.model_executor.layers.fused_moe import modular_kernel as mk
 from vllm.model_executor.layers.fused_moe.all2all_utils import maybe_roundup_layer_hidden_size
 from vllm.model_executor.layers.quantization.utils.quant_utils import kInt4Static32
 
-from chord_vllm import _compat, core
+from chord_vllm import _compat
 from chord_vllm.experts import ChordIndexedExperts
 
 SOURCE_FORMAT = "pack-quantized"
@@ -79,10 +78,6 @@ def _layer_problem(layer: RoutedExperts) -> str | None:
                 f"{moe.intermediate_size_per_partition} is not a multiple of 32")
     if moe.num_local_experts >= 1 << 16:
         return f"{moe.num_local_experts} local experts (Chord takes at most 65535)"
-    vllm_config = get_current_vllm_config_or_none()
-    if vllm_config is not None and vllm_config.parallel_config.enable_dbo and not core.GEMM_TAKES_WORKSPACE:
-        return ("dual-batch overlap (--enable-dbo) runs two micro-batches on two streams, and this "
-                "chord-kernels keeps one split-K workspace per device")
     # vLLM's own checks for experts classes: device, activation, parallel config, LoRA, batch
     # invariance, ...
     ok, why = ChordIndexedExperts.is_supported_config(
