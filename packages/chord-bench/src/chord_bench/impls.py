@@ -235,10 +235,10 @@ class ChordIndexedImpl(Implementation):
         indexed.prepare(weight, block_m, device)  # compile and load before any graph capture
         r = problem.aligned(block_m)
         capacity = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, block_m)
-        cfg = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device, config=config).config
+        launch = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device, config=config)
+        cfg = launch.config
         # A caller-owned workspace, as vLLM's experts hold one: the timed graphs replay only the launch.
-        workspace = indexed.new_workspace(indexed.plan(weight, block_m=block_m, capacity=capacity, device=device,
-                                                       config=cfg).workspace_bytes, device)
+        workspace = indexed.new_workspace(launch.workspace_bytes, device)
         a = problem.a_flat()
         out = torch.empty(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
