@@ -7,7 +7,7 @@ and PyTorch; CUDA device code is compiled on first use (or ahead of time with
 
 from __future__ import annotations
 
-from chord_kernels import formats, indexed, ops, reference, routing
+from chord_kernels import formats, grouped, indexed, ops, reference, routing
 from chord_kernels.errors import (
     ChordCompileError,
     ChordError,
@@ -32,6 +32,7 @@ __all__ = [
     "__version__",
     "available_layouts",
     "formats",
+    "grouped",
     "indexed",
     "ops",
     "pack",

@@ -29,6 +29,7 @@ class Family:
 
 FAMILIES: tuple[Family, ...] = (
     Family("indexed", kernels="chord_kernels.indexed", layout="chord_kernels.indexed.layout"),
+    Family("grouped", kernels="chord_kernels.grouped", layout="chord_kernels.grouped.layout"),
     Family("dequant", kernels="chord_kernels.ops.dequant"),
 )
 

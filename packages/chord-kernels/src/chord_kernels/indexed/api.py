@@ -42,15 +42,17 @@ from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import align_block_size
 
 
-def check_weight(weight: PackedWeight, device: torch.device | None = None) -> PackedWeight:
-    """Refuse anything but an indexed-layout weight packed for this GPU's profiles."""
+def check_weight(weight: PackedWeight, device: torch.device | None = None, *, mode: str = "indexed",
+                 what: str = "chord_kernels.indexed.gemm") -> PackedWeight:
+    """Refuse anything but a weight in the tiles of ``mode`` (``"indexed"``, or the grouped family's
+    ``"contiguous"``/``"masked"``, which share the bytes) packed for this GPU's profiles."""
     if not isinstance(weight, PackedWeight):
         raise ChordLayoutError(
-            f"weight: expected a PackedWeight from chord_kernels.pack('indexed', ...), got "
+            f"weight: expected a PackedWeight from chord_kernels.pack({mode!r}, ...), got "
             f"{type(weight).__name__}"
         )
-    weight.require(family="indexed", mode="indexed", profile=PROFILES, layout_version=LAYOUT_VERSION,
-                   what="chord_kernels.indexed.gemm")
+    weight.require(family="indexed" if mode == "indexed" else "grouped", mode=mode, profile=PROFILES,
+                   layout_version=LAYOUT_VERSION, what=what)
     tiles = weight.tensors.get("tiles")
     n16, kg = math.ceil(weight.n / ATOM_N), weight.k // ATOM_K
     require_tensor("weight.tiles", tiles, dtype=torch.int32,
@@ -117,8 +119,28 @@ def gemm(
     share; without it, the default of the current (device, stream) is used.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    check_weight(weight, a.device)
+    return run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
+                    top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace)
+
+
+def run_gemm(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    *,
+    block_m: int,
+    top_k: int,
+    topk_weights: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    config: KernelConfig | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
+    the indexed layout or a grouped one: the engine behind both families)."""
     device = a.device
-    check_weight(weight, device)
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
         raise ChordInputError(f"weight: expected tensors on {device} (like a), got {tiles.device}")

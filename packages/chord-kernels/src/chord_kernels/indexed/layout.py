@@ -140,7 +140,7 @@ class IndexedLayout:
 
     def pack(self, packed: torch.Tensor, scales: torch.Tensor, profile: str, **options) -> PackedWeight:
         if options:
-            raise ChordInputError(f"the indexed layout takes no options, got {sorted(options)}")
+            raise ChordInputError(f"the {self.name} layout takes no options, got {sorted(options)}")
         if profile not in PROFILES:
             raise ChordInputError(f"profile: expected one of {list(PROFILES)}, got {profile!r}")
         n, k = check_quantized(packed, scales)
@@ -172,14 +172,14 @@ class IndexedLayout:
 
     def unpack(self, weight: PackedWeight) -> tuple[torch.Tensor, torch.Tensor]:
         weight.require(family=self.family, mode=self.mode, layout_version=self.version,
-                       what="the indexed layout's unpack")
+                       what=f"the {self.name} layout's unpack")
         tiles = weight.tensors.get("tiles")
         e, n, k = weight.num_experts, weight.n, weight.k
         kg, n16 = k // ATOM_K, -(-n // ATOM_N)
         if tiles is None or tuple(tiles.shape) != (e, n16 * kg, ATOM_WORDS) or tiles.dtype != torch.int32:
             got = None if tiles is None else (tuple(tiles.shape), tiles.dtype)
             raise ChordInputError(
-                f"indexed weight: expected tensor 'tiles' int32 {[e, n16 * kg, ATOM_WORDS]}, got {got}"
+                f"{self.name} weight: expected tensor 'tiles' int32 {[e, n16 * kg, ATOM_WORDS]}, got {got}"
             )
         tiles = tiles[:, atom_positions(n16, kg, tiles.device).reshape(-1)].reshape(e, n16, kg, ATOM_WORDS)
         words = tiles[..., :64].reshape(e, n16, kg, 8, 4, 2).permute(0, 1, 5, 3, 2, 4)

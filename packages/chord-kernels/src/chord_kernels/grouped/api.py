@@ -1,0 +1,159 @@
+"""The grouped family's GEMMs: DeepGEMM-style ``contiguous`` (prefill) and ``masked`` (decode).
+
+Both run on the indexed family's engine (the WGMMA kernel on sm_90a, whose token tile is the
+wgmma N and shrinks per block to the rows it holds; the decode kernel for small blocks): their
+row structure is turned into routing blocks on the device with a few elementwise ops, never a
+host synchronization, so both are CUDA-graph capturable. The weight is packed with layout
+``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped family's record) and each
+entry point refuses the other mode's weight.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from chord_kernels import hardware
+from chord_kernels.checks import output_tensor, require_tensor
+from chord_kernels.errors import ChordInputError
+from chord_kernels.indexed.api import check_weight, run_gemm
+from chord_kernels.indexed.decode import BLOCK_MS
+from chord_kernels.indexed.heuristics import choose_block_m
+from chord_kernels.indexed.planner import KIMI_SHAPES, check_block_m, configs_for
+from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
+from chord_kernels.jit import CudaKernel
+from chord_kernels.packed import PackedWeight
+from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
+
+CONTIGUOUS_BLOCK_M_SM90 = CONTIGUOUS_ALIGNMENT
+"""On sm_90a a contiguous routing block is one whole 128-row aligned segment (the WGMMA kernel
+narrows its tile to the segment's real rows)."""
+
+
+def contiguous_block_m(arch: str) -> int:
+    """Routing block of the contiguous mode: it divides the 128-row alignment, so no block ever
+    spans two experts' segments."""
+    if arch == WGMMA_ARCH:
+        return CONTIGUOUS_BLOCK_M_SM90
+    return max(b for b in BLOCK_MS if CONTIGUOUS_ALIGNMENT % b == 0)
+
+
+def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
+    """Routing block of the masked mode: the indexed rule for ``expected_m`` rows per group."""
+    return choose_block_m(weight, expected_m * weight.num_experts)
+
+
+def _arange(n: int, device: torch.device) -> torch.Tensor:
+    return torch.arange(n, dtype=torch.int32, device=device)
+
+
+def contiguous(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    m_indices: torch.Tensor,
+    *,
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Grouped contiguous GEMM -> bf16 ``[m, N]``: row ``i`` of ``a`` ``[m, K]`` times expert
+    ``m_indices[i]`` (int32 ``[m]``, on the device; -1 marks a padding row).
+
+    Rows are grouped by expert in segments padded to 128 rows (``routing.contiguous_layout``
+    builds them; DeepGEMM's contiguous layout is the same), so ``m`` is a multiple of 128. Output
+    rows of padding rows are left as they are. ``workspace`` as in :func:`chord_kernels.indexed.gemm`.
+    """
+    require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    device = a.device
+    check_weight(weight, device, mode="contiguous", what="chord_kernels.grouped.contiguous")
+    m = a.shape[0]
+    require_tensor("m_indices", m_indices, dtype=torch.int32, shape=(m,), device=device, contiguous=True)
+    if m % CONTIGUOUS_ALIGNMENT:
+        raise ChordInputError(
+            f"a: expected a multiple of {CONTIGUOUS_ALIGNMENT} rows (experts' segments padded to "
+            f"{CONTIGUOUS_ALIGNMENT}; routing.contiguous_layout builds them), got {m}"
+        )
+    out = output_tensor(out, (m, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    if m == 0:
+        return out
+    block_m = contiguous_block_m(hardware.arch(device.index))
+    blocks = m_indices.view(m // block_m, block_m)
+    expert_ids = blocks.amax(dim=1)  # -1: a block of padding rows only
+    rows = _arange(m, device).view_as(blocks)
+    sorted_token_ids = torch.where(blocks == expert_ids.unsqueeze(1), rows, m).view(-1)
+    used = torch.full((1,), m, dtype=torch.int32, device=device)
+    return run_gemm(a, weight, sorted_token_ids, expert_ids.contiguous(), used, block_m=block_m, top_k=1,
+                    out=out, workspace=workspace)
+
+
+def masked(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    masked_m: torch.Tensor,
+    expected_m: int,
+    *,
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Grouped masked GEMM -> bf16 ``[G, max_m, N]``: group ``g`` multiplies its first
+    ``masked_m[g]`` rows of ``a`` (``[G, max_m, K]`` or ``[G * max_m, K]``) by expert ``g``.
+
+    ``masked_m`` is int32 ``[G]`` on the device (the count DeepEP's low-latency dispatch returns;
+    values are clamped to ``[0, max_m]``); ``expected_m`` (a host int, the mean rows per group)
+    sizes the routing blocks. Output rows past ``masked_m[g]`` are left as they are.
+    """
+    require_tensor("a", a, dtype=torch.bfloat16, ndim=(2, 3), device="cuda", contiguous=True)
+    device = a.device
+    check_weight(weight, device, mode="masked", what="chord_kernels.grouped.masked")
+    groups = weight.num_experts
+    require_tensor("masked_m", masked_m, dtype=torch.int32, shape=(groups,), device=device)
+    if (a.dim() == 3 and a.shape[0] != groups) or (a.dim() == 2 and a.shape[0] % groups):
+        raise ChordInputError(
+            f"a: expected [{groups}, max_m, K] or [{groups} * max_m, K] for the weight's {groups} groups, "
+            f"got {list(a.shape)}"
+        )
+    if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
+        raise ChordInputError(f"expected_m: expected a non-negative integer, got {expected_m!r}")
+    max_m = a.shape[0] // groups if a.dim() == 2 else a.shape[1]
+    flat = a.view(groups * max_m, a.shape[-1])
+    out = output_tensor(out, (groups, max_m, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    if max_m == 0:
+        return out
+    block_m = masked_block_m(weight, max(1, min(expected_m, max_m)))
+    per_group = -(-max_m // block_m)
+    valid = masked_m.clamp(0, max_m).unsqueeze(1)
+    row = _arange(per_group * block_m, device).unsqueeze(0)
+    first = _arange(groups, device).unsqueeze(1) * max_m
+    sorted_token_ids = torch.where(row < valid, first + row, groups * max_m).view(-1)
+    block_start = _arange(per_group, device).unsqueeze(0) * block_m
+    expert_ids = torch.where(block_start < valid, _arange(groups, device).unsqueeze(1), -1).view(-1)
+    used = torch.full((1,), sorted_token_ids.numel(), dtype=torch.int32, device=device)
+    run_gemm(flat, weight, sorted_token_ids, expert_ids, used, block_m=block_m, top_k=1,
+             out=out.view(groups * max_m, weight.n), workspace=workspace)
+    return out
+
+
+def prepare(weight: PackedWeight, *, expected_m: int | None = None,
+            device: torch.device | str | int | None = None) -> None:
+    """Compile and load what :func:`contiguous` (or, with ``expected_m``, :func:`masked`) launches
+    for ``weight``; call it before CUDA-graph capture."""
+    from chord_kernels.indexed.api import prepare as prepare_indexed
+
+    dev = hardware.cuda_device(device)
+    arch = hardware.arch(dev.index)
+    if weight.mode == "masked":
+        if expected_m is None:
+            raise ChordInputError("expected_m: the masked mode sizes its blocks from it; pass the mean rows per group")
+        block_m = masked_block_m(weight, max(1, expected_m))
+    else:
+        block_m = contiguous_block_m(arch)
+    check_block_m(block_m, arch)
+    prepare_indexed(weight, block_m, dev)
+
+
+@functools.cache
+def kernels(arch: str) -> list[CudaKernel]:
+    """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode (the
+    masked mode's block sizes are the indexed family's, compiled by its hook)."""
+    block_m = contiguous_block_m(arch)
+    return list(dict.fromkeys(cfg.kernel() for n, k in KIMI_SHAPES for cfg in configs_for(n, k, block_m, arch)))
