@@ -115,7 +115,7 @@ def test_table_shows_microseconds_ratio_floor_and_exclusions():
     assert got["TFLOP/s"] == f"{run.scenarios[0].tflops('chord-indexed'):.0f}"
     # Chord on a grouped scenario is marked: it ran its indexed kernel there.
     assert any(r["scenario"] == "ep8_masked32" and r["impl"] == "chord-indexed*" for r in rows)
-    assert "Chord has no grouped kernels yet" in text
+    assert "chord-indexed* on contiguous and masked scenarios" in text
     assert "NVIDIA H200" in text and "570.00" in text and "abc123" in text and "humming-kernels 0.1.19" in text
     assert "chord-grouped: not run: not built yet" in text
     assert "1 of 2 configs excluded: [cfg-b] wrong: mismatch" in text

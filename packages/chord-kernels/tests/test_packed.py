@@ -57,3 +57,17 @@ def test_metadata_missing_field_is_named() -> None:
     del meta["chord.profile"]
     with pytest.raises(ValueError, match=r"lacks chord\.profile"):
         PackedWeight.from_state_dict(meta, pw.state_dict())
+
+
+@pytest.mark.parametrize("mode", ["contiguous", "masked"])
+def test_grouped_layouts_are_the_indexed_tiles_under_their_own_record(mode: str) -> None:
+    packed, scales = random_quantized(3, 72, 160, generator=torch.Generator().manual_seed(1))
+    weight = pack(mode, packed, scales, profile="h200_ep8")
+    indexed_w = pack("indexed", packed, scales, profile="h200_ep8")
+    assert (weight.family, weight.mode, weight.layout) == ("grouped", mode, mode)
+    assert torch.equal(weight.tensors["tiles"], indexed_w.tensors["tiles"])
+    back = unpack(weight)
+    assert torch.equal(back[0], packed) and torch.equal(back[1], scales)
+    other = "masked" if mode == "contiguous" else "contiguous"
+    with pytest.raises(ChordLayoutError, match=rf"mode in \['{other}'\]"):
+        weight.require(family="grouped", mode=other, what="x")

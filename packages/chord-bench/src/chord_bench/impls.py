@@ -195,8 +195,8 @@ class ChordIndexedImpl(Implementation):
     Packs with ``chord_kernels.pack("indexed", ..., profile=scenario.profile)``, picks ``block_m``
     with ``chord_kernels.indexed.choose_block_m`` and launches the configuration the library plans
     for that routing (``chord_kernels.indexed.plan``), naming it in the result.
-    Grouped scenarios (contiguous, masked) run through the same indexed API over their real rows:
-    Chord has no grouped kernels yet, and the table says so.
+    Grouped scenarios (contiguous, masked) run through the indexed API over their real rows (the
+    table marks them); ``chord-grouped`` runs them through the grouped family.
     """
 
     name = "chord-indexed"
@@ -255,12 +255,60 @@ class ChordIndexedImpl(Implementation):
         return Candidate(text, run, lambda: out, detail=dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else None)
 
 
+class ChordGroupedImpl(ChordIndexedImpl):
+    """Chord's grouped family (``chord_kernels.grouped.contiguous`` / ``.masked``) on the
+    contiguous and masked scenarios, with the weight packed for that mode. Padding rows (and rows
+    past ``masked_m``) are never written; the output starts zeroed, as the reference's."""
+
+    name = "chord-grouped"
+
+    def unsupported(self, problem: GemmProblem) -> str | None:
+        return "indexed routing: see chord-indexed" if problem.layout is None else None
+
+    def _pack(self, problem: GemmProblem):
+        import chord_kernels
+
+        key = (*problem.weight.key, problem.scenario.profile, problem.family)
+        if key not in self._packed:
+            self._packed[key] = chord_kernels.pack(
+                problem.family, problem.weight.packed, problem.weight.scales, profile=problem.scenario.profile
+            )
+        return self._packed[key]
+
+    def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
+        from chord_kernels import grouped, hardware, indexed
+
+        if config is not None:
+            raise ChordInputError("chord-grouped plans its own configuration")
+        weight = self._pack(problem)
+        device = problem.a.device
+        layout = problem.layout
+        expected_m = getattr(layout, "expected_m", None)
+        grouped.prepare(weight, expected_m=expected_m, device=device)
+        workspace = indexed.new_workspace(indexed.max_workspace_bytes(weight, device=device), device)
+        out = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
+        if problem.family == "contiguous":
+            block_m = grouped.contiguous_block_m(hardware.arch(device.index))
+
+            def run() -> None:
+                grouped.contiguous(problem.a, weight, layout.m_indices, out=out, workspace=workspace)
+        else:
+            block_m = grouped.masked_block_m(weight, expected_m)
+            out3 = out.view(weight.num_experts, -1, problem.shape.n)
+
+            def run() -> None:
+                grouped.masked(problem.a, weight, layout.masked_m, expected_m, out=out3, workspace=workspace)
+
+        return Candidate(label or f"grouped {problem.family} block_m={block_m}", run, lambda: out)
+
+
 def builtin_implementations(names: list[str] | None = None) -> list[Implementation]:
     """The built-in implementations, optionally filtered by name."""
     factories: dict[str, Callable[[], Implementation]] = {
         "reference": ReferenceImpl,
         "bf16-ceiling": Bf16CeilingImpl,
         "chord-indexed": ChordIndexedImpl,
+        "chord-grouped": ChordGroupedImpl,
     }
     wanted = list(factories) if names is None else names
     unknown = [n for n in wanted if n not in factories]

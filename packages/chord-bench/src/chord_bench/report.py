@@ -13,8 +13,8 @@ from pathlib import Path
 
 from chord_bench.results import RunResult, ScenarioResult
 
-GROUPED_NOTE = ("Chord has no grouped kernels yet: on contiguous and masked scenarios it runs its "
-                "indexed kernel over the same rows (marked *).")
+GROUPED_NOTE = ("chord-indexed* on contiguous and masked scenarios: Chord's indexed kernel over the same "
+                "rows; chord-grouped runs them through the grouped family.")
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -238,7 +238,7 @@ def plot(run: RunResult, out_dir: Path) -> list[Path]:
                       rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("% of the floor (higher is better)")
         if chords and any(s.family != "indexed" for s in items):
-            ax.set_xlabel("* Chord runs its indexed kernel on grouped scenarios (no grouped kernels yet)", fontsize=8)
+            ax.set_xlabel("* grouped scenario (chord-indexed: the indexed kernel over the same rows)", fontsize=8)
         ax.set_ylim(0, 125)
         gpu = run.environment.get("gpu") or "GPU"
         ax.set_title(f"gate_up + down on {gpu}, {draw} routing, {run.created_utc}; "

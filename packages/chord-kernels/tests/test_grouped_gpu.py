@@ -1,0 +1,130 @@
+"""The grouped family (contiguous and masked) against the reference on an H200: fresh random data,
+poisoned outputs (rows the GEMM must not touch stay poisoned), padding rows, empty groups,
+masked_m = 0 and = max_m, odd N/K, repeated runs identical, CUDA-graph capture, mode refusals."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+import torch
+from test_indexed_gpu import _rel_err, _weights
+
+import chord_kernels
+from chord_kernels import grouped, reference, routing
+from chord_kernels.errors import ChordInputError, ChordLayoutError
+
+pytestmark = pytest.mark.gpu
+REL_TOL = 5e-3
+
+CONTIGUOUS = [  # name, experts, N, K, tokens, top_k, routing
+    ("ep8_gate_up", 48, 4096, 7168, 768, 8, "uniform"),
+    ("ep8_down", 48, 7168, 2048, 512, 8, "uniform"),
+    ("odd_nk", 5, 72, 160, 37, 2, "uniform"),
+    ("one_hot_expert", 6, 256, 512, 300, 1, "hot"),
+    ("empty_experts", 16, 192, 640, 9, 2, "uniform"),
+]
+
+
+def _ids(experts: int, tokens: int, top_k: int, kind: str, gen: torch.Generator) -> torch.Tensor:
+    if kind == "hot":
+        return torch.zeros(tokens, top_k, dtype=torch.int64, device="cuda")
+    return torch.rand(tokens, experts, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+
+
+@pytest.mark.parametrize("case", CONTIGUOUS, ids=[c[0] for c in CONTIGUOUS])
+def test_contiguous_matches_reference(case: tuple) -> None:
+    name, e, n, k, tokens, top_k, kind = case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
+    packed, scales = _weights(e, n, k, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    c = routing.contiguous_layout(_ids(e, tokens, top_k, kind, gen), e)
+    hidden = torch.randn(tokens, k, generator=gen, device="cuda").to(torch.bfloat16)
+    a = c.gather(hidden)
+    outs = []
+    for _ in range(2):
+        out = torch.full((a.shape[0], n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grouped.contiguous(a, w, c.m_indices, out=out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    real = c.m_indices >= 0
+    ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
+    assert not outs[0][real].isnan().any(), "real rows never written"
+    assert outs[0][~real].isnan().all(), "padding rows were written"
+    assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
+    assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
+
+
+MASKED = [  # name, experts, N, K, max_m, counts ("uniform" draws 0..max_m; else explicit edges)
+    ("ep8_gate_up_decode", 48, 4096, 7168, 24, "uniform"),
+    ("ep8_down_prefill", 48, 7168, 2048, 160, "uniform"),
+    ("edges", 6, 264, 1056, 40, "edges"),
+    ("odd_nk", 5, 72, 160, 13, "uniform"),
+]
+
+
+@pytest.mark.parametrize("case", MASKED, ids=[c[0] for c in MASKED])
+def test_masked_matches_reference(case: tuple) -> None:
+    name, g, n, k, max_m, kind = case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
+    packed, scales = _weights(g, n, k, gen)
+    w = chord_kernels.pack("masked", packed, scales, profile="h200_ep8")
+    if kind == "edges":  # empty, full, one row, and ragged groups
+        counts = [0, max_m, 1, max_m - 1, 17, 0][:g]
+        masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    else:
+        masked_m = torch.randint(0, max_m + 1, (g,), generator=gen, device="cuda", dtype=torch.int32)
+    a = torch.randn(g, max_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    expected_m = max(1, int(masked_m.float().mean().item()))
+    outs = []
+    for _ in range(2):
+        out = torch.full((g, max_m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grouped.masked(a, w, masked_m, expected_m, out=out)
+        outs.append(out)
+    torch.cuda.synchronize()
+    real = torch.arange(max_m, device="cuda").unsqueeze(0) < masked_m.unsqueeze(1)
+    ref = reference.grouped_masked(a, (packed, scales), masked_m).view(g, max_m, n)
+    assert not outs[0][real].isnan().any(), "real rows never written"
+    assert outs[0][~real].isnan().all(), "rows past masked_m were written"
+    if real.any():
+        assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
+    assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
+
+
+def test_masked_graph_capture_replays_new_counts() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    g, n, k, max_m = 8, 512, 1024, 64
+    packed, scales = _weights(g, n, k, gen)
+    w = chord_kernels.pack("masked", packed, scales, profile="h200_ep8")
+    a = torch.randn(g, max_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    masked_m = torch.full((g,), 5, dtype=torch.int32, device="cuda")
+    out = torch.empty(g, max_m, n, dtype=torch.bfloat16, device="cuda")
+    grouped.prepare(w, expected_m=16)
+    grouped.masked(a, w, masked_m, 16, out=out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grouped.masked(a, w, masked_m, 16, out=out)
+    masked_m.copy_(torch.randint(0, max_m + 1, (g,), generator=gen, device="cuda", dtype=torch.int32))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    real = torch.arange(max_m, device="cuda").unsqueeze(0) < masked_m.unsqueeze(1)
+    ref = reference.grouped_masked(a, (packed, scales), masked_m).view(g, max_m, n)
+    assert not out[real].isnan().any()
+    assert _rel_err(out[real], ref[real]) <= REL_TOL
+
+
+def test_each_mode_refuses_the_others_weight() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    packed, scales = _weights(4, 64, 64, gen)
+    masked_w = chord_kernels.pack("masked", packed, scales, profile="h200_ep8")
+    contiguous_w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    a = torch.zeros(128, 64, dtype=torch.bfloat16, device="cuda")
+    m_indices = torch.zeros(128, dtype=torch.int32, device="cuda")
+    with pytest.raises(ChordLayoutError, match=r"grouped.contiguous needs a weight packed with mode in \['contiguous'\]"):
+        grouped.contiguous(a, masked_w, m_indices)
+    with pytest.raises(ChordLayoutError, match=r"mode in \['masked'\].*mode=contiguous"):
+        grouped.masked(a.view(4, 32, 64), contiguous_w, torch.zeros(4, dtype=torch.int32, device="cuda"), 8)
+    with pytest.raises(ChordInputError, match="multiple of 128 rows"):
+        grouped.contiguous(a[:100], contiguous_w, m_indices[:100])
