@@ -33,7 +33,7 @@ VLLM = "vllm==0.33.0"
 # safetensors, aiohttp, psutil, regex, pillow, uvloop, prometheus-client, triton) does not have.
 WHEELS = (
     "pydantic>=2.12", "pydantic-core", "annotated-types", "typing-inspection", "pyzmq", "cbor2",
-    "oss-harmony", "openai", "jiter", "sniffio", "distro", "pybase64", "cachetools", "msgspec",
+    "oss-harmony", "openai", "httpx2", "httpcore2", "truststore", "jiter", "sniffio", "distro", "pybase64", "cachetools", "msgspec",
     "xgrammar==0.2.8", "apache-tvm-ffi", "fastapi>=0.133,<0.137", "starlette", "partial-json-parser",
     "compressed-tensors==0.17.0", "loguru", "blake3", "ijson", "setproctitle", "depyf", "lark",
     "einops", "py-cpuinfo", "cloudpickle", "nvidia-ml-py", "hypothesis", "sortedcontainers",
