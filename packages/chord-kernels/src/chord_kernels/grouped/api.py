@@ -3,7 +3,8 @@
 Both run on the indexed family's engine (the WGMMA kernel on sm_90a, whose token tile is the
 wgmma N and shrinks per block to the rows it holds; the decode kernel for small blocks): their
 row structure is turned into routing blocks on the device with a few elementwise ops, never a
-host synchronization, so both are CUDA-graph capturable. The weight is packed with layout
+host synchronization, so both are CUDA-graph capturable once a first eager call (or
+:func:`prepare` plus one call) has loaded the kernel and built the per-shape index constants. The weight is packed with layout
 ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped family's record) and each
 entry point refuses the other mode's weight.
 """
@@ -44,8 +45,28 @@ def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
     return choose_block_m(weight, expected_m * weight.num_experts)
 
 
-def _arange(n: int, device: torch.device) -> torch.Tensor:
-    return torch.arange(n, dtype=torch.int32, device=device)
+@functools.lru_cache(maxsize=64)
+def _contiguous_constants(m: int, block_m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices ``[m / block_m, block_m]`` and the used-entries count ``[1]`` (built once per
+    shape, outside any graph capture: each launch then costs three small ops, not seven)."""
+    rows = torch.arange(m, dtype=torch.int32, device=device).view(m // block_m, block_m)
+    return rows, torch.full((1,), m, dtype=torch.int32, device=device)
+
+
+@functools.lru_cache(maxsize=64)
+def _masked_constants(groups: int, max_m: int, block_m: int,
+                      device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For ``[G, per_group * block_m]`` routing entries: each entry's row in its group (past
+    ``max_m``: int32 max, so no count selects it), its row in ``a``, each block's first row, each
+    block's group, and the used-entries count."""
+    per_group = -(-max_m // block_m)
+    row = torch.arange(per_group * block_m, dtype=torch.int32, device=device)
+    key = torch.where(row < max_m, row, torch.iinfo(torch.int32).max).unsqueeze(0)
+    flat_row = torch.arange(groups, dtype=torch.int32, device=device).unsqueeze(1) * max_m + row.unsqueeze(0)
+    block_start = torch.arange(per_group, dtype=torch.int32, device=device).unsqueeze(0) * block_m
+    group = torch.arange(groups, dtype=torch.int32, device=device).unsqueeze(1).expand(groups, per_group)
+    used = torch.full((1,), groups * per_group * block_m, dtype=torch.int32, device=device)
+    return key, flat_row, block_start, group.contiguous(), used
 
 
 def contiguous(
@@ -77,12 +98,11 @@ def contiguous(
     if m == 0:
         return out
     block_m = contiguous_block_m(hardware.arch(device.index))
+    rows, used = _contiguous_constants(m, block_m, device)
     blocks = m_indices.view(m // block_m, block_m)
     expert_ids = blocks.amax(dim=1)  # -1: a block of padding rows only
-    rows = _arange(m, device).view_as(blocks)
     sorted_token_ids = torch.where(blocks == expert_ids.unsqueeze(1), rows, m).view(-1)
-    used = torch.full((1,), m, dtype=torch.int32, device=device)
-    return run_gemm(a, weight, sorted_token_ids, expert_ids.contiguous(), used, block_m=block_m, top_k=1,
+    return run_gemm(a, weight, sorted_token_ids, expert_ids, used, block_m=block_m, top_k=1,
                     out=out, workspace=workspace)
 
 
@@ -99,7 +119,7 @@ def masked(
     ``masked_m[g]`` rows of ``a`` (``[G, max_m, K]`` or ``[G * max_m, K]``) by expert ``g``.
 
     ``masked_m`` is int32 ``[G]`` on the device (the count DeepEP's low-latency dispatch returns;
-    values are clamped to ``[0, max_m]``); ``expected_m`` (a host int, the mean rows per group)
+    a count above ``max_m`` selects ``max_m`` rows, a negative one none); ``expected_m`` (a host int, the mean rows per group)
     sizes the routing blocks. Output rows past ``masked_m[g]`` are left as they are.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=(2, 3), device="cuda", contiguous=True)
@@ -120,14 +140,10 @@ def masked(
     if max_m == 0:
         return out
     block_m = masked_block_m(weight, max(1, min(expected_m, max_m)))
-    per_group = -(-max_m // block_m)
-    valid = masked_m.clamp(0, max_m).unsqueeze(1)
-    row = _arange(per_group * block_m, device).unsqueeze(0)
-    first = _arange(groups, device).unsqueeze(1) * max_m
-    sorted_token_ids = torch.where(row < valid, first + row, groups * max_m).view(-1)
-    block_start = _arange(per_group, device).unsqueeze(0) * block_m
-    expert_ids = torch.where(block_start < valid, _arange(groups, device).unsqueeze(1), -1).view(-1)
-    used = torch.full((1,), sorted_token_ids.numel(), dtype=torch.int32, device=device)
+    key, flat_row, block_start, group, used = _masked_constants(groups, max_m, block_m, device)
+    valid = masked_m.unsqueeze(1)
+    sorted_token_ids = torch.where(key < valid, flat_row, groups * max_m).view(-1)
+    expert_ids = torch.where(block_start < valid, group, -1).view(-1)  # a block past the count: skipped
     run_gemm(flat, weight, sorted_token_ids, expert_ids, used, block_m=block_m, top_k=1,
              out=out.view(groups * max_m, weight.n), workspace=workspace)
     return out
