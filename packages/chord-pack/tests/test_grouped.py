@@ -218,3 +218,25 @@ def test_cli_converts_masked_in_expert_ranges(source: Path, tmp_path: Path) -> N
     assert res.exit_code == 0, res.output
     assert "layout masked/h200_tp8, 2 expert ranges of 6" in res.output
     assert json.loads((out / "config.json").read_text())["chord_pack"]["expert_ranges"] == [[0, 5], [6, 11]]
+
+
+def test_multi_tensor_layout_in_expert_ranges_survives_an_interrupt(source: Path, tmp_path: Path) -> None:
+    """``reference`` has two tensors per projection: each range is held until both are written
+    (they may straddle shards), and a resumed run redoes only the unfinished shards."""
+    from test_convert import StopAfter
+
+    from chord_pack.convert import partial_dir
+
+    out = tmp_path / "out"
+    args = {"experts_per_tensor": 5, "max_shard_bytes": 60_000, "expert_chunk_bytes": 20_000, "copy_chunk": 4096}
+    with pytest.raises(KeyboardInterrupt):
+        convert(source, out, "reference", progress=StopAfter(3), **args)
+    kept = sorted(p.name for p in partial_dir(out).glob("*.safetensors"))
+    result = convert(source, out, "reference", resume=True, **args)
+    assert result.reused_shards == kept and len(kept) == 3 and len(result.shards) > 4
+    spec = result.plan.projections["w13"]
+    assert not spec.streamed and spec.experts_per_chunk < spec.experts_per_tensor == 5
+    assert 0 < result.peak_held_bytes <= result.plan.memory_bound < spec.source_bytes
+    assert verify(out).ok
+    assert_moe_equal(source, out, 1)
+    assert_moe_equal(source, out, 2)
