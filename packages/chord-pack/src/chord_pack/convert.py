@@ -250,7 +250,7 @@ def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -
     if journal.get("fingerprint") != fingerprint:
         raise OutputError(
             f"{partial} was started with other settings or another source (layout, profile, "
-            "versions, shard size or index differ); delete it or rerun with the same settings"
+            "versions, shard size, expert ranges or index differ); delete it or rerun with the same settings"
         )
     finished, recorded = journal.get("finished", {}), journal.setdefault("source_digests", {})
     if finished:

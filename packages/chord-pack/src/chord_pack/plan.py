@@ -28,8 +28,8 @@ projection) until they are written. So::
             + copy_chunk
             + the layout's own temporaries while it packs one chunk
 
-(``chunk`` is the whole projection for a layout that mixes experts, a range the whole projection
-when the tensors hold all experts.) For Kimi K2 with the ``indexed`` layout (384 experts,
+(``chunk`` is the whole projection for a layout that mixes experts, and ``range`` is the whole
+projection when its tensors hold all experts.) For Kimi K2 with the ``indexed`` layout (384 experts,
 H=7168, I=2048, 256 MB chunks) that is about 0.5 GB plus the layout's temporaries (about 7x one
 chunk today, 1.7 GB), whatever the checkpoint's 570 GB total. ``Plan.memory_bound`` is the
 number (without the layout temporaries) for the checkpoint at hand.
