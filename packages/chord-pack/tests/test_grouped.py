@@ -187,6 +187,11 @@ def test_verify_names_a_relabelled_layout(source: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["verify", str(out)])
     assert res.exit_code == 1 and "says mode 'contiguous' but the block says 'masked'" in res.output
 
+    config["chord_pack"]["expert_ranges"] = [[0, 2], [3, 5], [6, 8]]  # experts 9..11 would go unchecked
+    (out / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ChordPackError, match=r"expert_ranges \[\[0, 2\], \[3, 5\], \[6, 8\]\] do not cover "
+                                             r"experts 0\.\.11 in order, each once"):
+        verify(out)
     config["chord_pack"]["schema_version"] = 3
     (out / "config.json").write_text(json.dumps(config))
     with pytest.raises(ChordPackError, match="schema_version is 3; this chord-pack reads 1 and 2"):

@@ -32,7 +32,16 @@ def block_ranges(block: dict) -> list[range | None]:
     ranges = block.get("expert_ranges")
     if ranges is None:
         return [None]
-    return [range(int(first), int(last) + 1) for first, last in ranges]
+    try:
+        out = [range(int(first), int(last) + 1) for first, last in ranges]
+    except (TypeError, ValueError):
+        out = []
+    starts = [0] + [r.stop for r in out]
+    if not out or any(len(r) < 1 or r.start != start for r, start in zip(out, starts, strict=False)) \
+            or out[-1].stop != int(block["num_experts"]):
+        raise CheckpointError(f"chord_pack.expert_ranges {ranges!r} do not cover experts "
+                              f"0..{int(block['num_experts']) - 1} in order, each once")
+    return out
 
 
 def block_tensor_name(block: dict, layer: int, proj: str, key: str, experts: range | None) -> str:

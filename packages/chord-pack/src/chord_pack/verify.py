@@ -185,7 +185,10 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
         return read_tensor(root / shard_name, info)
 
     e_count = int(block["num_experts"])
-    ranges = block_ranges(block)
+    try:
+        ranges = block_ranges(block)
+    except ChordPackError as exc:
+        raise VerifyError(str(root), [*problems, str(exc)]) from None
 
     def unpacked(layer: int, proj: str, spec: dict, experts: range | None) -> tuple[torch.Tensor, torch.Tensor]:
         tensors = {key: out_tensor(block_tensor_name(block, layer, proj, key, experts)) for key in spec["tensors"]}
