@@ -1,20 +1,20 @@
 """Shared fixtures. GPU tests carry ``@pytest.mark.gpu`` and skip without CUDA (CI has none).
 
 ``layout`` runs a test once per layout: a test-only permutation layout registered here (it mixes
-experts, so the converter must pack whole projections) and chord-kernels' ``indexed`` layout when
-this chord-kernels has it (packed expert chunk by expert chunk).
+experts, so the converter must pack whole projections) and chord-kernels' ``indexed``,
+``contiguous`` and ``masked`` layouts (packed expert chunk by expert chunk; the grouped ones
+written in expert ranges).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
 import torch
 
 from chord_kernels.formats import GROUP_SIZE
-from chord_kernels.packed import PackedWeight, available_layouts, register_layout
+from chord_kernels.packed import PackedWeight, register_layout
 from chord_kernels.testing import skip_gpu_tests_without_cuda
 from chord_pack.demo import write_tiny_kimi_checkpoint
 
@@ -81,14 +81,7 @@ NEEDS_DATA_LAYOUT = register_layout(NeedsDataLayout())
 
 
 def _layouts() -> list[tuple[str, str]]:
-    try:  # until chord_kernels.layouts lists it, importing the module registers "indexed"
-        importlib.import_module("chord_kernels.indexed.layout")
-    except ImportError:
-        pass
-    out = [("test-reversed", "test_b")]
-    if "indexed" in available_layouts():
-        out.append(("indexed", "h200_ep8"))
-    return out
+    return [("test-reversed", "test_b"), ("indexed", "h200_ep8"), ("contiguous", "h200_ep8"), ("masked", "h200_tp8")]
 
 
 LAYOUTS = _layouts()

@@ -38,9 +38,10 @@ def test_convert_verify_inspect(tiny: Path, tmp_path: Path) -> None:
 
 
 def test_user_errors_are_one_clean_line(tiny: Path, tmp_path: Path) -> None:
-    res = runner.invoke(app, ["convert", str(tiny), "--layout", "masked", "--output", str(tmp_path / "o")])
+    res = runner.invoke(app, ["convert", str(tiny), "--layout", "masked", "--profile", "test_a",
+                              "--output", str(tmp_path / "o")])
     assert res.exit_code == 1
-    assert "not yet supported by chord-kernels" in res.output and "Traceback" not in res.output
+    assert "layout 'masked' has no profile 'test_a'" in res.output and "Traceback" not in res.output
 
     res = runner.invoke(app, ["convert", str(tiny), "--layout", "test-reversed", "--profile", "h200_ep8",
                               "--output", str(tmp_path / "o")])
@@ -187,11 +188,12 @@ def test_layout_and_shard_size_refusals(tiny: Path, tmp_path: Path) -> None:
     res = runner.invoke(app, ["convert", str(tiny), "--layout", "bogus", "--output", str(tmp_path / "o")])
     line = _error_line(res.output)
     assert res.exit_code == 1 and "unknown layout 'bogus'; valid layouts: " in line
-    assert "test-reversed" in line and "contiguous, masked: not yet supported" in line
+    assert "test-reversed" in line and "contiguous, indexed, masked" in line and "not yet" not in line
 
-    res = runner.invoke(app, ["convert", str(tiny), "--layout", "contiguous", "--output", str(tmp_path / "o")])
+    res = runner.invoke(app, ["convert", str(tiny), "--layout", "test-reversed", "--experts-per-tensor", "2",
+                              "--output", str(tmp_path / "o")])
     line = _error_line(res.output)
-    assert "not yet supported by chord-kernels" in line and "unknown" not in line
+    assert res.exit_code == 1 and "does not pack experts independently" in line and "4 experts per tensor" in line
 
     res = runner.invoke(app, ["convert", str(tiny), "--layout", "test-reversed", "--shard-size", "0",
                               "--output", str(tmp_path / "o")])

@@ -10,12 +10,13 @@ import torch
 from pack_helpers import assert_moe_equal, source_experts
 from safetensors import safe_open
 
-from chord_kernels.errors import ChordUnsupportedError
+from chord_kernels.packed import get_layout
 from chord_pack.convert import convert, partial_dir
 from chord_pack.demo import kimi_config, kimi_tensors, write_checkpoint, write_tiny_kimi_checkpoint
 from chord_pack.detect import CHORD_FORMAT, EXPERT_RE
-from chord_pack.errors import CheckpointError, OutputError
+from chord_pack.errors import CheckpointError, ChordPackError, OutputError
 from chord_pack.load import read_packed
+from chord_pack.names import experts_label
 from chord_pack.st import read_header
 from chord_pack.verify import verify
 
@@ -42,7 +43,12 @@ def test_convert_verify_and_moe_output_match(tmp_path: Path, style: str, layout:
     assert qc["format"] == CHORD_FORMAT
     assert "pack-quantized" not in json.dumps(qc)
     block = config["chord_pack"]
-    assert (block["layout"], block["profile"], block["schema_version"]) == (name, profile, 1)
+    target = get_layout(name)
+    ranged = target.family == "grouped"  # the EP family is written in expert ranges by default
+    assert (block["layout"], block["profile"], block["schema_version"]) == (name, profile, 2 if ranged else 1)
+    assert (block["family"], block["mode"]) == (target.family, target.mode)
+    assert block["layout_version"] == target.version
+    assert ("expert_ranges" in block) == ranged
     assert block["source"]["family"] == result.plan.info.family
     assert set(block["shards"]) == set(result.shards)
 
@@ -125,11 +131,10 @@ def test_compressed_tensors_written_checkpoint(tmp_path: Path, layout: tuple[str
     assert ct.__version__
 
 
-@pytest.mark.parametrize("layout_name", ["contiguous", "masked"])
-def test_future_layouts_fail_before_any_work(tmp_path: Path, layout_name: str, monkeypatch) -> None:
+def test_unknown_layout_fails_before_any_work(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(ChordUnsupportedError, match=r"not yet supported by chord-kernels \d+\.\d+"):
-        convert("nobody/never-downloaded", tmp_path / "out", layout_name)
+    with pytest.raises(ChordPackError, match=r"unknown layout 'masked2'; valid layouts: .*contiguous, indexed, masked"):
+        convert("nobody/never-downloaded", tmp_path / "out", "masked2")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -287,7 +292,8 @@ def test_resume_redoes_shards_whose_source_changed(tiny: Path, tmp_path: Path, l
     change_source_tensor(tiny, "model.embed_tokens.weight")
     packed = next(t for t in shards[first_packed].items if isinstance(t, PackedItem))
     source_proj = "gate_proj" if packed.proj == "w13" else "down_proj"
-    change_source_tensor(tiny, f"model.layers.{packed.layer}.mlp.experts.0.{source_proj}.weight_packed")
+    expert = packed.experts.start if packed.experts is not None else 0  # one the shard holds
+    change_source_tensor(tiny, f"model.layers.{packed.layer}.mlp.experts.{expert}.{source_proj}.weight_packed")
 
     sink = StopAfter(10**6)
     result = convert(tiny, out, name, profile, max_shard_bytes=SMALL_SHARDS, resume=True, progress=sink)
@@ -295,8 +301,8 @@ def test_resume_redoes_shards_whose_source_changed(tiny: Path, tmp_path: Path, l
     assert set(sink.done) >= redone and not set(result.reused_shards) & redone
     assert set(result.reused_shards) == set(kept) - redone
     assert any(shards[0].name in n and "source has changed" in n and "embed_tokens" in n for n in sink.notes)
-    assert any(shards[first_packed].name in n and f"layer {packed.layer} {source_proj} differs" in n
-               for n in sink.notes)
+    stale = f"layer {packed.layer} {source_proj}{experts_label(packed.experts)} differs"
+    assert any(shards[first_packed].name in n and stale in n for n in sink.notes)
     report = verify(out)
     assert report.ok and report.source is not None, report.problems
     assert_moe_equal(tiny, out, packed.layer)

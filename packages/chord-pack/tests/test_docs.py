@@ -14,13 +14,21 @@ from chord_pack.convert import convert
 DOC = Path(__file__).resolve().parents[3] / "docs" / "chord-pack.md"
 
 
-def test_model_card_says_only_what_works_today(tiny: Path, tmp_path: Path) -> None:
-    out = convert(tiny, tmp_path / "out", "test-reversed", "test_a").output
+@pytest.mark.parametrize("layout", ["indexed", "contiguous", "masked"])
+def test_model_card_says_only_what_works_today(tiny: Path, tmp_path: Path, layout: str) -> None:
+    out = convert(tiny, tmp_path / "out", layout).output
     card = (out / "README.md").read_text()
     body = " ".join(card.split("\n---\n", 1)[1].split())
-    assert f"As of chord-pack {__version__}, these weights are read through the chord-kernels Python API" in body
-    assert "chord-pack verify" in body and "chord-vllm) is in development" in body
-    assert "Load them with" not in body and not re.search(r"(?i)load (them|this|these) with .*chord-vllm", body)
+    assert f"**{layout}** layout (family `{'indexed' if layout == 'indexed' else 'grouped'}`, mode `{layout}`" in body
+    assert f"As of chord-pack {__version__}, " in body and "chord-pack verify" in body
+    if layout == "indexed":  # what chord-vllm's loader takes: all experts per tensor, schema 1
+        assert "vLLM with the chord-vllm plugin serves this checkpoint" in body and "(schema version 1)" in body
+        assert "one tensor per projection holding all experts" in body
+    else:
+        assert f"`chord_kernels.grouped.{layout}` runs them" in body and "the indexed layout's tiles" in body
+        assert "chord-vllm does not load it yet" in body and "(schema version 2)" in body
+        assert "`...mlp.experts.chord.{w13,w2}.experts_{first}_{last}.*` (1 expert each)" in body  # E=4: 4 ranges
+    assert not re.search(r"(?i)load (them|this|these) with .*chord-vllm", body)
 
 
 @pytest.mark.skipif(not DOC.is_file(), reason="docs/ is not next to this checkout of the tests")
@@ -28,7 +36,8 @@ def test_format_doc_names_each_field_once_and_stands_alone(tiny: Path, tmp_path:
     doc = DOC.read_text()
     assert "DESIGN.md" not in doc and "BENCHMARKS.md" not in doc and "shared/" not in doc
     assert "source.path" not in doc  # the field is `local_path`
-    out = convert(tiny, tmp_path / "out", "test-reversed", "test_a").output
-    block = json.loads((out / "config.json").read_text())["chord_pack"]
-    for key in [*block, *block["source"]]:  # every field a converted checkpoint records is documented
-        assert f'"{key}"' in doc or f"`{key}`" in doc, key
+    for layout in ("test-reversed", "masked"):  # all experts per tensor, and expert ranges
+        out = convert(tiny, tmp_path / layout, layout).output
+        block = json.loads((out / "config.json").read_text())["chord_pack"]
+        for key in [*block, *block["source"]]:  # every field a converted checkpoint records is documented
+            assert f'"{key}"' in doc or f"`{key}`" in doc, key

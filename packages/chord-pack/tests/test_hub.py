@@ -129,3 +129,32 @@ def test_a_hub_that_never_answers_fails_in_seconds(tiny: Path, tmp_path: Path, i
             assert "CHORD_PACK_HUB_TIMEOUT" in lines[-1] and "Traceback" not in res.output
         assert hub.accepted  # the calls really went out and were left unanswered
     assert not (tmp_path / "c").exists() and not (tmp_path / ".c.chord-pack-partial").exists()
+
+
+def test_masked_from_a_hub_id_to_the_hub(tiny: Path, tmp_path: Path, isolated_hf: Path, monkeypatch) -> None:
+    """``convert HUB_ID --layout masked --push-to``: downloaded, packed in expert ranges, verified
+    against the cached source, and published byte for byte (the local config.json aside)."""
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    out = tmp_path / "Kimi-Tiny-chord-masked"
+    with FakeHub() as hub:
+        sha = hub.add_repo("moonshot-test/Kimi-Tiny", _files(tiny))
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_TOKEN", "hf_test_token")
+        res = CliRunner().invoke(app, ["convert", "moonshot-test/Kimi-Tiny", "--layout", "masked", "--output",
+                                       str(out), "--push-to", "chord-test/Kimi-Tiny-chord-masked"])
+        assert res.exit_code == 0, res.output
+        assert "layout masked/h200_ep8, 4 expert ranges of 1" in res.output and "uploaded" in res.output
+        published = hub.repos["chord-test/Kimi-Tiny-chord-masked"]
+        assert published == _files(out)  # a Hub source: config.json records no local path
+        assert "masked layout v2" in hub.commits[0]["summary"]
+    block = json.loads((out / "config.json").read_text())["chord_pack"]
+    assert (block["layout"], block["family"], block["mode"], block["schema_version"]) == ("masked", "grouped",
+                                                                                          "masked", 2)
+    assert block["source"] == {**block["source"], "repo_id": "moonshot-test/Kimi-Tiny", "revision": sha}
+    assert "tags:" in published["README.md"].decode() and "layout-masked" in published["README.md"].decode()
+    report = verify(out)  # finds the recorded source in the HF cache, with the fake Hub gone
+    assert report.ok and report.source is not None and report.experts_compared == 2 * 3 * 4
+    assert_moe_equal(tiny, out, 2)

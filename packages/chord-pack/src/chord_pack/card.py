@@ -26,11 +26,34 @@ def _source_card_data(path: Path) -> dict:
     return {k: data[k] for k in ("license", "license_name", "license_link") if k in data}
 
 
+LAYOUT_USES = {
+    "indexed": "chord-kernels' indexed MoE GEMM (`chord_kernels.indexed`, vLLM's routing tensors) reads "
+               "these tiles",
+    "contiguous": "these are the indexed layout's tiles under the grouped family's record (mode "
+                  "`contiguous`); `chord_kernels.grouped.contiguous` runs them on rows already grouped by "
+                  "expert (prefill under expert parallelism)",
+    "masked": "these are the indexed layout's tiles under the grouped family's record (mode `masked`); "
+              "`chord_kernels.grouped.masked` runs them on DeepEP low-latency `[G, max_m, K]` buffers "
+              "(decode under expert parallelism)",
+}
+"""What reads each layout, for the card (a layout not listed is described by its record only)."""
+
+
+def _serving(plan: Plan) -> str:
+    """Which loaders take this checkpoint today, truthfully."""
+    if plan.layout == "indexed" and plan.expert_ranges is None:
+        return ("vLLM with the chord-vllm plugin serves this checkpoint as it is (each rank keeps its "
+                "experts and TP slice)")
+    return ("chord-vllm does not load it yet (it loads `indexed` checkpoints holding all experts per "
+            "tensor); read it through the chord-kernels Python API")
+
+
 def model_card(plan: Plan) -> ModelCard:
     """A card recording what was converted, how, and how to load and check it."""
     from huggingface_hub import ModelCard, ModelCardData
 
     src = plan.source
+    block = plan.static_block()
     inherited = _source_card_data(src.path)
     data = ModelCardData(
         base_model=src.repo_id,
@@ -40,24 +63,30 @@ def model_card(plan: Plan) -> ModelCard:
     )
     origin = f"[{src.repo_id}](https://huggingface.co/{src.repo_id})" if src.repo_id else f"a local copy (`{src.path.name}`)"
     revision = f" at revision `{src.revision}`" if src.revision else ""
+    use = LAYOUT_USES.get(plan.layout, f"chord-kernels' {block['family']} family reads them")
+    if plan.expert_ranges is None:
+        names = "named `...mlp.experts.chord.{w13,w2}.*`, one tensor per projection holding all experts"
+    else:
+        per = len(plan.expert_ranges[0])
+        names = (f"cut by expert range, `...mlp.experts.chord.{{w13,w2}}.experts_{{first}}_{{last}}.*` "
+                 f"({per} expert{'' if per == 1 else 's'} each), so that an expert-parallel rank reads only its own experts")
     body = f"""
 # {src.repo_id.split('/')[-1] if src.repo_id else src.path.name} — Chord {plan.layout} ({plan.profile})
 
 This is {origin}{revision} ({plan.info.description}) with its routed-expert INT4 weights
-pre-permuted by chord-pack into the chord-kernels **{plan.layout}** layout
-for profile **{plan.profile}** (layout version {plan.static_block()["layout_version"]}, chord-kernels
-{plan.static_block()["chord_kernels_version"]}). The numbers are unchanged: every expert unpacks to
-exactly the source codes and scales (int4, group 32, symmetric). Attention, router, shared experts,
-dense layers, embeddings and lm_head are byte-identical copies.
+pre-permuted by chord-pack into the chord-kernels **{plan.layout}** layout (family `{block['family']}`,
+mode `{block['mode']}`, layout version {block['layout_version']}, chord-kernels
+{block['chord_kernels_version']}) for profile **{plan.profile}**: {use}. The numbers are unchanged:
+every expert unpacks to exactly the source codes and scales (int4, group 32, symmetric).
+Attention, router, shared experts, dense layers, embeddings and lm_head are byte-identical copies.
 
 The quantization format is marked `chord-packed`, not `pack-quantized`, and the packed experts
-are named `...mlp.experts.chord.{{w13,w2}}.*`: a loader that does not know Chord stops with an
-error instead of reading permuted tensors as if they were the source format. As of chord-pack
-{__version__}, these weights are read through the chord-kernels Python API
-(`chord_pack.load.read_packed(path, layer, "w13")` gives a layer's packed experts) and checked with
-`chord-pack verify`; a vLLM plugin (chord-vllm) is in development. The `chord_pack` block in
-`config.json` records the layout, profile, versions, source and the sha256 of every shard; every
-shard header carries the same block (minus the hashes).
+are {names}: a loader that does not know Chord stops with an error instead of reading permuted
+tensors as if they were the source format. As of chord-pack {__version__}, {_serving(plan)}:
+`chord_pack.load.read_packed(path, layer, "w13")` gives a layer's packed experts as a
+`chord_kernels.PackedWeight`. The `chord_pack` block in `config.json` (schema version
+{block['schema_version']}) records the layout, family, mode, profile, versions, source and the
+sha256 of every shard; every shard header carries the same block (minus the hashes).
 
 Check a download before use:
 

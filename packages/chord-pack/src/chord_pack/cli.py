@@ -130,10 +130,16 @@ def _user_error(exc: Exception) -> bool:
     return isinstance(exc, ChordPackError) or type(exc).__module__.startswith("chord_kernels")
 
 
+def _ranges(plan) -> str:
+    if plan.expert_ranges is None:
+        return ""
+    return f", {len(plan.expert_ranges)} expert ranges of {len(plan.expert_ranges[0])}"
+
+
 @app.command()
 def convert(
     src: Annotated[str, typer.Argument(help="Local checkpoint directory or Hub repo id.")],
-    layout: Annotated[str, typer.Option(help="chord-kernels layout, e.g. indexed.")],
+    layout: Annotated[str, typer.Option(help="chord-kernels layout: indexed, contiguous or masked.")],
     profile: Annotated[str | None, typer.Option(help="Layout profile (default: the layout's first).")] = None,
     output: Annotated[Path | None, typer.Option(
         help="Output directory (default: <name>-chord-<layout> next to a local SRC, else here).")] = None,
@@ -143,6 +149,9 @@ def convert(
     revision: Annotated[str | None, typer.Option(help="Source revision to download (Hub SRC only).")] = None,
     resume: Annotated[bool, typer.Option(help="Continue an interrupted conversion.")] = False,
     shard_size: Annotated[int, typer.Option(min=1, help="Target shard size in bytes.")] = 5 * 10**9,
+    experts_per_tensor: Annotated[int | None, typer.Option(min=1, help=(
+        "Cut each packed projection into tensors of this many experts, so an expert-parallel rank "
+        "reads only its own (default: E/gcd(E, 64) for contiguous and masked, all experts otherwise)."))] = None,
 ) -> None:
     """Convert SRC into a pre-permuted checkpoint for chord-kernels LAYOUT (SRC is only read)."""
     from chord_pack.convert import convert as run_convert
@@ -153,7 +162,8 @@ def convert(
     try:
         with _sigterm_raises(), RichProgress() as bar:
             result = run_convert(src, out, layout, profile, _options(option), revision=revision,
-                                 resume=resume, max_shard_bytes=shard_size, progress=bar)
+                                 resume=resume, max_shard_bytes=shard_size,
+                                 experts_per_tensor=experts_per_tensor, progress=bar)
     except KeyboardInterrupt as exc:
         what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
         _say(f"{what}:", f"converting {src} into {out} stopped. {kept_summary(out)}.", "yellow")
@@ -166,7 +176,7 @@ def convert(
     _say("wrote", (
         f"{result.output} ({len(result.shards)} shards, {_size(plan.total_bytes)}; "
         f"{plan.info.family}, {len(plan.info.moe_layers)} MoE layers x {plan.info.num_experts} experts, "
-        f"layout {plan.layout}/{plan.profile}; memory bound {_size(plan.memory_bound)})"
+        f"layout {plan.layout}/{plan.profile}{_ranges(plan)}; memory bound {_size(plan.memory_bound)})"
     ))
     if push_to:
         try:

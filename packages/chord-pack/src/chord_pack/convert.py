@@ -27,7 +27,13 @@ from chord_kernels.packed import pack as ck_pack
 from chord_pack.card import model_card
 from chord_pack.detect import CHORD_FORMAT, detect, load_json
 from chord_pack.errors import CheckpointError, ChordPackError, OutputError, os_errors
-from chord_pack.names import PACKED_PROJECTIONS, expert_name, source_digest_key, source_digest_names
+from chord_pack.names import (
+    PACKED_PROJECTIONS,
+    expert_name,
+    experts_label,
+    source_digest_key,
+    source_digest_names,
+)
 from chord_pack.plan import (
     DEFAULT_SHARD_BYTES,
     EXPERT_CHUNK_BYTES,
@@ -158,23 +164,26 @@ def _specs_of(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[str, tuple[in
 Emit = Callable[[int, int, dict[str, torch.Tensor]], None]
 
 
-def pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, ledger: _Ledger, emit: Emit) -> dict[str, str]:
-    """Read and pack one projection of one MoE layer, ``spec.experts_per_chunk`` experts at a time,
-    handing each packed chunk to ``emit(e0, e1, tensors)``; returns its source digests.
+def pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, experts: range | None, ledger: _Ledger,
+                    emit: Emit) -> dict[str, str]:
+    """Read and pack the experts ``experts`` (None: all) of one projection of one MoE layer,
+    ``spec.experts_per_chunk`` at a time, handing each packed chunk to ``emit(e0, e1, tensors)``
+    (global expert ids); returns their source digests.
 
     The bytes held per chunk are the chunk's source, plus (when the chunk is streamed straight to
-    disk) its packed form; a held projection's packed buffers are the caller's to count.
+    disk) its packed form; held packed tensors are the caller's to count.
     """
     e_count, step = spec.num_experts, spec.experts_per_chunk
+    todo = experts if experts is not None else range(e_count)
     hashers = {src: hashlib.sha256() for src in spec.sources}
     per_expert = spec.source_bytes // e_count + (spec.packed_bytes // e_count if spec.streamed else 0)
-    for e0 in range(0, e_count, step):
-        e1 = min(e_count, e0 + step)
+    for e0 in range(todo.start, todo.stop, step):
+        e1 = min(todo.stop, e0 + step)
         ledger.hold(per_expert * (e1 - e0))
         packed, scales = load_experts(plan, layer, spec, e0, e1, hashers)
         pw = ck_pack(plan.layout, packed, scales, plan.profile, **plan.options)
         del packed, scales
-        want = spec.tensors if step == e_count else {
+        want = spec.tensors if e1 - e0 == e_count else {
             key: (dtype, (e1 - e0, *shape[1:])) for key, (dtype, shape) in spec.tensors.items()}
         meta = {**pw.metadata(), "chord.num_experts": str(e_count)}
         if _specs_of(pw.tensors) != want or meta != spec.metadata:
@@ -185,7 +194,7 @@ def pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, ledger: _Ledge
         emit(e0, e1, pw.tensors)
         del pw
         ledger.release(per_expert * (e1 - e0))
-    return {source_digest_key(layer, src): h.hexdigest() for src, h in hashers.items()}
+    return {source_digest_key(layer, src, experts): h.hexdigest() for src, h in hashers.items()}
 
 
 def _write_json_atomic(path: Path, doc: dict) -> None:
@@ -210,12 +219,13 @@ def _stale_reason(plan: Plan, shard: Shard, path: Path, recorded: dict[str, str]
                 return f"tensor {item.name} differs"
             continue
         for src in PACKED_PROJECTIONS[item.proj]:
-            key = source_digest_key(item.layer, src)
+            key = source_digest_key(item.layer, src, item.experts)
             if key not in matches:
-                names = source_digest_names(plan.info.prefix, item.layer, src, plan.info.num_experts)
+                experts = item.experts if item.experts is not None else range(plan.info.num_experts)
+                names = source_digest_names(plan.info.prefix, item.layer, src, experts)
                 matches[key] = recorded.get(key) == sha256_tensors(plan.source_tensors[n] for n in names)
             if not matches[key]:
-                return f"layer {item.layer} {src} differs"
+                return f"layer {item.layer} {src}{experts_label(item.experts)} differs"
     return None
 
 
@@ -240,7 +250,7 @@ def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -
     if journal.get("fingerprint") != fingerprint:
         raise OutputError(
             f"{partial} was started with other settings or another source (layout, profile, "
-            "versions, shard size or index differ); delete it or rerun with the same settings"
+            "versions, shard size, expert ranges or index differ); delete it or rerun with the same settings"
         )
     finished, recorded = journal.get("finished", {}), journal.setdefault("source_digests", {})
     if finished:
@@ -325,11 +335,18 @@ def convert(
     max_shard_bytes: int = DEFAULT_SHARD_BYTES,
     copy_chunk: int = COPY_CHUNK_BYTES,
     expert_chunk_bytes: int = EXPERT_CHUNK_BYTES,
+    experts_per_tensor: int | None = None,
     progress: Progress | None = None,
 ) -> ConvertResult:
-    """Convert ``source`` into ``output`` with chord-kernels layout ``layout``; see the module doc."""
+    """Convert ``source`` into ``output`` with chord-kernels layout ``layout``; see the module doc.
+
+    ``experts_per_tensor`` cuts each packed projection into tensors of that many experts (None:
+    the layout family's default, see :mod:`chord_pack.plan`).
+    """
     progress = progress or NullProgress()
     check_sizes(max_shard_bytes=max_shard_bytes, copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
+    if experts_per_tensor is not None:
+        check_sizes(experts_per_tensor=experts_per_tensor)
     layout_named(layout)  # an unknown or unsupported layout fails before any download or read
     output = Path(output)
     if output.exists() and (not output.is_dir() or any(output.iterdir())):
@@ -338,8 +355,8 @@ def convert(
         _check_outside(output, Path(source))  # before anything is read
     source = _resolve_source(source, revision, progress)
     _check_outside(output, source.path)
-    plan = make_plan(source, layout, profile, options, max_shard_bytes=max_shard_bytes,
-                     copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
+    plan = make_plan(source, layout, profile, options, max_shard_bytes=max_shard_bytes, copy_chunk=copy_chunk,
+                     expert_chunk_bytes=expert_chunk_bytes, experts_per_tensor=experts_per_tensor)
     partial = partial_dir(output)
     try:
         journal = _open_partial(plan, partial, resume, progress)
@@ -385,23 +402,29 @@ def _with_kept(error: ChordPackError, output: Path, cause: BaseException | None 
     return error
 
 
+HeldKey = tuple[int, str, range | None]
+"""(layer, projection, expert range) of packed tensors held until all of them are written."""
+
+
 class _ShardMaker:
-    """Writes the plan's shards one at a time; holds at most one packed projection in between
-    (a layout with several output tensors, whose tensors may straddle a shard boundary)."""
+    """Writes the plan's shards one at a time; holds at most one expert range (or projection) of
+    packed tensors in between (a layout with several output tensors, whose tensors may straddle
+    a shard boundary)."""
 
     def __init__(self, plan: Plan, partial: Path, digests: dict[str, str], finished: dict[str, dict],
                  progress: Progress) -> None:
         self.plan, self.partial, self.digests, self.progress = plan, partial, digests, progress
         self.ledger = _Ledger()
         self.metadata = shard_metadata(plan)
-        self.held: tuple[tuple[int, str], dict[str, torch.Tensor]] | None = None
-        self.needed: dict[tuple[int, str], int] = {}
-        """Items of each projection still to write, so that a held one is released after its last."""
+        self.held: tuple[HeldKey, dict[str, torch.Tensor]] | None = None
+        self.needed: dict[HeldKey, int] = {}
+        """Items of each held key still to write, so that held tensors are released after their last."""
         for shard in plan.shards:
             if shard.name not in finished:
                 for item in shard.items:
                     if isinstance(item, PackedItem):
-                        self.needed[(item.layer, item.proj)] = self.needed.get((item.layer, item.proj), 0) + 1
+                        key = (item.layer, item.proj, item.experts)
+                        self.needed[key] = self.needed.get(key, 0) + 1
 
     def write(self, shard: Shard) -> dict:
         """Write ``shard``; returns its journal record."""
@@ -441,36 +464,42 @@ class _ShardMaker:
             self.progress.advance(t.numel() * t.element_size())
 
         spec = self.plan.projections[item.proj]
-        self.digests.update(pack_projection(self.plan, item.layer, spec, self.ledger, write))
+        self.digests.update(pack_projection(self.plan, item.layer, spec, item.experts, self.ledger, write))
 
     def _from_held(self, item: PackedItem, writer: ShardWriter) -> None:
-        key, spec = (item.layer, item.proj), self.plan.projections[item.proj]
+        key, spec = (item.layer, item.proj, item.experts), self.plan.projections[item.proj]
         if self.held is None or self.held[0] != key:
             self._release()
             out: dict[str, torch.Tensor] = {}
+            first = item.experts.start if item.experts is not None else 0
+            count = len(item.experts) if item.experts is not None else spec.num_experts
 
             def keep(e0: int, e1: int, tensors: dict[str, torch.Tensor]) -> None:
                 for name, t in tensors.items():
-                    if e1 - e0 == spec.num_experts:
+                    if e1 - e0 == count:
                         out[name] = t.cpu().contiguous()
                         continue
                     if name not in out:
                         dtype, shape = spec.tensors[name]
-                        out[name] = torch.empty(shape, dtype=DTYPES[dtype])
-                    out[name][e0:e1].copy_(t)
+                        out[name] = torch.empty((count, *shape[1:]), dtype=DTYPES[dtype])
+                    out[name][e0 - first:e1 - first].copy_(t)
 
-            self.ledger.hold(spec.packed_bytes)
+            self.ledger.hold(self._held_bytes(key))
             self.held = (key, out)
-            self.digests.update(pack_projection(self.plan, item.layer, spec, self.ledger, keep))
+            self.digests.update(pack_projection(self.plan, item.layer, spec, item.experts, self.ledger, keep))
         writer.write_tensor(item.name, self.held[1][item.key])
         self.progress.advance(item.nbytes)
         self.needed[key] -= 1
         if self.needed[key] == 0:
             self._release()
 
+    def _held_bytes(self, key: HeldKey) -> int:
+        spec, experts = self.plan.projections[key[1]], key[2]
+        return spec.packed_bytes if experts is None else spec.packed_bytes // spec.num_experts * len(experts)
+
     def _release(self) -> None:
         if self.held is not None:
-            self.ledger.release(self.plan.projections[self.held[0][1]].packed_bytes)
+            self.ledger.release(self._held_bytes(self.held[0]))
             self.held = None
 
 
@@ -485,9 +514,8 @@ def _nested_output(path: Path, root: Path) -> bool:
 
 def _finish(plan: Plan, partial: Path, output: Path, shards: dict[str, dict], digests: dict[str, str]) -> None:
     missing = [
-        source_digest_key(layer, src)
-        for layer in plan.info.moe_layers for spec in plan.projections.values() for src in spec.sources
-        if source_digest_key(layer, src) not in digests
+        key for layer in plan.info.moe_layers for spec in plan.projections.values() for src in spec.sources
+        for experts in plan.tensor_experts if (key := source_digest_key(layer, src, experts)) not in digests
     ]
     if missing:
         raise ChordPackError(f"internal: no source digest recorded for {missing[:3]}; rerun without --resume")

@@ -221,6 +221,10 @@ def write_tiny_kimi_checkpoint(
 LAYOUT_MEANINGS = {
     "indexed": "the routed experts' INT4 codes and scales re-ordered into the tiles that Chord's indexed "
                "MoE kernel reads (64 channels x 256 K, one bulk copy each)",
+    "contiguous": "the indexed layout's tiles recorded for Chord's grouped contiguous GEMM (rows grouped "
+                  "by expert, prefill under expert parallelism), cut by expert range",
+    "masked": "the indexed layout's tiles recorded for Chord's grouped masked GEMM (DeepEP low-latency "
+              "buffers, decode under expert parallelism), cut by expert range",
     "reference": "the routed experts' INT4 codes and scales stacked per projection, as the pure-PyTorch "
                  "reference reads them",
 }

@@ -43,12 +43,16 @@ def describe(src: str, revision: str | None = None, progress: Progress | None = 
     facts: dict = {"source": source.describe(), "tensors": len(weight_map),
                    "shards": len(set(weight_map.values()))}
     if isinstance(block, dict):  # already converted: show what it was converted to
+        ranges = block.get("expert_ranges")
         facts.update({
-            "format": block.get("format"), "layout": block.get("layout"), "profile": block.get("profile"),
-            "layout_version": block.get("layout_version"),
+            "format": block.get("format"), "schema_version": block.get("schema_version"),
+            "layout": block.get("layout"), "family": block.get("family"), "mode": block.get("mode"),
+            "profile": block.get("profile"), "layout_version": block.get("layout_version"),
             "chord_kernels_version": block.get("chord_kernels_version"),
             "converted_from": block.get("source"), "moe_layers": len(block.get("moe_layers", [])),
             "experts": block.get("num_experts"),
+            "experts_per_tensor": (f"{ranges[0][1] - ranges[0][0] + 1} ({len(ranges)} expert ranges per projection)"
+                                   if ranges else f"{block.get('num_experts')} (all experts)"),
             "projections": {k: [v["n"], v["k"]] for k, v in block.get("projections", {}).items()},
         })
     else:

@@ -6,29 +6,40 @@ the data). Routed-expert projections are converted one MoE layer and one project
 is ``down_proj`` (``[E, H, I]``), each packed by a chord-kernels layout. Every other tensor is
 copied byte for byte in chunks.
 
+Expert ranges: the packed tensors of a projection hold all its experts (``[E, ...]``, schema
+version 1), or are cut by expert range into one tensor per range of ``experts_per_tensor``
+experts (schema version 2), so that an expert-parallel rank reads only its own experts' bytes.
+The grouped family's layouts (``contiguous``, ``masked``: the EP kernels) are written in ranges
+by default, ``E / gcd(E, 64)`` experts each (6 for Kimi's 384), so that each rank of any EP size
+dividing ``gcd(E, 64)`` reads whole ranges of its own; other layouts hold all experts per tensor
+unless asked (chord-vllm loads ``indexed`` in that form). Ranges need a layout that packs experts
+independently.
+
 Memory bound: experts are read, packed and written in chunks of ``expert_chunk_bytes`` when
 the layout packs experts independently (checked at plan time by packing two random experts
 together and apart); otherwise a whole projection is packed at once. A layout with a single
 output tensor (like ``indexed``) streams each packed chunk straight into the shard; one with
-several output tensors holds the packed projection until it is written. So::
+several output tensors holds the packed tensors of one expert range (or of the whole
+projection) until they are written. So::
 
     peak <= max over projections of
               chunk source bytes + chunk packed bytes      (one output tensor)
-              chunk source bytes + projection packed bytes (several output tensors)
+              chunk source bytes + range packed bytes      (several output tensors)
             + copy_chunk
             + the layout's own temporaries while it packs one chunk
 
-(``chunk`` is the whole projection for a layout that mixes experts.) For Kimi K2 with the
-``indexed`` layout (384 experts, H=7168, I=2048, 256 MB chunks) that is about 0.5 GB plus the
-layout's temporaries (about 7x one chunk today, 1.7 GB), whatever the checkpoint's 570 GB
-total. ``Plan.memory_bound`` is the number (without the layout temporaries) for the
-checkpoint at hand.
+(``chunk`` is the whole projection for a layout that mixes experts, and ``range`` is the whole
+projection when its tensors hold all experts.) For Kimi K2 with the ``indexed`` layout (384 experts,
+H=7168, I=2048, 256 MB chunks) that is about 0.5 GB plus the layout's temporaries (about 7x one
+chunk today, 1.7 GB), whatever the checkpoint's 570 GB total. ``Plan.memory_bound`` is the
+number (without the layout temporaries) for the checkpoint at hand.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,32 +59,46 @@ from chord_pack.names import (
     LAYER_RE,
     PACKED_PATTERN,
     PACKED_PROJECTIONS,
+    RANGE_PATTERN,
     SOURCE_PROJECTIONS,
     expert_name,
     expert_nk,
+    expert_ranges,
     packed_name,
 )
 from chord_pack.source import INDEX_NAME, Source
 from chord_pack.st import COPY_CHUNK_BYTES, DTYPE_NAMES, Header, TensorInfo, nbytes_of, read_header
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSIONS = {1: "all experts per tensor", 2: "expert ranges"}
+"""``chord_pack.schema_version`` -> how the packed tensors are cut (see the module docstring)."""
+RANGED_FAMILIES = ("grouped",)
+"""Kernel families whose layouts are written in expert ranges by default (expert parallelism)."""
+MAX_EP_RANKS = 64
+"""Default ranges are whole for every EP size that divides gcd(E, MAX_EP_RANKS)."""
 DEFAULT_SHARD_BYTES = 5 * 10**9
 EXPERT_CHUNK_BYTES = 256 * 1024 * 1024
 """Source bytes of experts read and packed together when the layout allows it."""
-PLANNED_LAYOUTS = ("contiguous", "masked")
-"""Layouts of the grouped kernel family, which chord-kernels does not ship yet."""
 
 
 def layout_named(name: str) -> Layout:
-    """The chord-kernels layout ``name``; an unknown name and a planned one fail differently."""
+    """The chord-kernels layout ``name``; an unknown name fails naming the valid ones."""
     layouts = available_layouts()
-    if name in layouts or name in PLANNED_LAYOUTS:
-        return get_layout(name)  # a planned layout: chord-kernels' "not yet supported by X.Y"
-    planned = ", ".join(p for p in PLANNED_LAYOUTS if p not in layouts)
-    raise ChordPackError(
-        f"unknown layout {name!r}; valid layouts: {', '.join(sorted(layouts))}"
-        + (f" ({planned}: not yet supported by chord-kernels {kernels_version})" if planned else "")
-    )
+    if name not in layouts:
+        raise ChordPackError(f"unknown layout {name!r}; valid layouts: {', '.join(sorted(layouts))} "
+                             f"(chord-kernels {kernels_version})")
+    return get_layout(name)
+
+
+def tensor_names(prefix: str, ranged: bool) -> str:
+    """The name pattern of packed tensors (``tensor_names`` in the block), prefix included."""
+    return prefix + (RANGE_PATTERN if ranged else PACKED_PATTERN)
+
+
+def default_experts_per_tensor(family: str, num_experts: int) -> int:
+    """Experts per packed tensor when not asked: ranges for the EP families, else all of them."""
+    if family in RANGED_FAMILIES:
+        return num_experts // math.gcd(num_experts, MAX_EP_RANKS)
+    return num_experts
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,8 @@ class PackedItem:
     layer: int
     proj: str
     key: str
+    experts: range | None = None
+    """The experts it holds, when written in expert ranges; None: all of them."""
 
     @property
     def nbytes(self) -> int:
@@ -121,11 +148,14 @@ class ProjectionSpec:
     metadata: dict[str, str]
     """``PackedWeight.metadata()``: what ``PackedWeight.from_state_dict`` needs to rebuild it."""
     tensors: dict[str, tuple[str, tuple[int, ...]]]
+    """Tensor key -> (dtype, shape) over all experts (an expert range's tensor has its own E)."""
     source_bytes: int
     """Source bytes of all experts (weight_packed + weight_scale)."""
     experts_per_chunk: int
     """Experts read and packed together (all of them if the layout is not expert-separable)."""
     num_experts: int
+    experts_per_tensor: int
+    """Experts of one output tensor (all of them unless written in expert ranges)."""
 
     @property
     def chunk_source_bytes(self) -> int:
@@ -139,9 +169,10 @@ class ProjectionSpec:
     @property
     def peak_bytes(self) -> int:
         """Tensor bytes held while this projection is converted."""
-        if self.streamed:
-            return self.chunk_source_bytes + self.packed_bytes // self.num_experts * self.experts_per_chunk
-        return self.chunk_source_bytes + self.packed_bytes
+        held = self.experts_per_chunk if self.streamed else self.experts_per_tensor
+        if held == self.num_experts:
+            return self.chunk_source_bytes + self.packed_bytes
+        return self.chunk_source_bytes + self.packed_bytes // self.num_experts * held
 
     @property
     def packed_bytes(self) -> int:
@@ -175,6 +206,13 @@ class Plan:
     copy_chunk: int
     source_bytes: int
     index_sha256: str
+    expert_ranges: list[range] | None = None
+    """The expert range of each packed tensor (schema 2), or None: one tensor holds all experts."""
+
+    @property
+    def tensor_experts(self) -> list[range | None]:
+        """What each packed tensor of a projection holds: its expert range, or None (all experts)."""
+        return list(self.expert_ranges) if self.expert_ranges is not None else [None]
 
     @property
     def total_bytes(self) -> int:
@@ -187,13 +225,17 @@ class Plan:
 
     def static_block(self) -> dict:
         """The ``chord_pack`` block minus per-run results; mirrored in every shard header."""
+        meta = next(iter(self.projections.values())).metadata
+        ranged = {"expert_ranges": [[r.start, r.stop - 1] for r in self.expert_ranges]} if self.expert_ranges else {}
         return {
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": 2 if self.expert_ranges else 1,
             "format": CHORD_FORMAT,
             "layout": self.layout,
+            "family": meta["chord.family"],
+            "mode": meta["chord.mode"],
             "profile": self.profile,
             "options": self.options,
-            "layout_version": int(next(iter(self.projections.values())).metadata["chord.layout_version"]),
+            "layout_version": int(meta["chord.layout_version"]),
             "chord_kernels_version": kernels_version,
             "chord_pack_version": __version__,
             "source": {
@@ -206,13 +248,19 @@ class Plan:
             "tensor_prefix": self.info.prefix,
             "moe_layers": list(self.info.moe_layers),
             "num_experts": self.info.num_experts,
-            "tensor_names": self.info.prefix + PACKED_PATTERN,
+            "tensor_names": self.tensor_names,
+            **ranged,
             "projections": {
                 name: {"sources": list(p.sources), "n": p.n, "k": p.k, "packed_weight": p.metadata,
                        "tensors": {k: {"dtype": d, "shape": list(s)} for k, (d, s) in p.tensors.items()}}
                 for name, p in self.projections.items()
             },
         }
+
+    @property
+    def tensor_names(self) -> str:
+        """The name pattern of the packed tensors, prefix included."""
+        return tensor_names(self.info.prefix, self.expert_ranges is not None)
 
     def fingerprint(self) -> str:
         """Identifies the plan; a resumed run must match it exactly."""
@@ -297,11 +345,17 @@ def _order_key(name: str, prefix: str) -> tuple:
 
 def make_plan(source: Source, layout: str, profile: str | None = None, options: dict | None = None,
               *, max_shard_bytes: int = DEFAULT_SHARD_BYTES, copy_chunk: int = COPY_CHUNK_BYTES,
-              expert_chunk_bytes: int = EXPERT_CHUNK_BYTES) -> Plan:
-    """Read config, index and shard headers of ``source`` and lay out the whole conversion."""
+              expert_chunk_bytes: int = EXPERT_CHUNK_BYTES, experts_per_tensor: int | None = None) -> Plan:
+    """Read config, index and shard headers of ``source`` and lay out the whole conversion.
+
+    ``experts_per_tensor`` cuts the packed tensors by expert range (see the module docstring);
+    None takes the layout family's default.
+    """
     options = dict(options or {})
     check_sizes(max_shard_bytes=max_shard_bytes, copy_chunk=copy_chunk, expert_chunk_bytes=expert_chunk_bytes)
-    target = layout_named(layout)  # fails first: unknown, or "not yet supported by chord-kernels X.Y"
+    if experts_per_tensor is not None:
+        check_sizes(experts_per_tensor=experts_per_tensor)
+    target = layout_named(layout)  # fails first, before anything is read
     if profile is None:
         profile = target.profiles[0]
     if profile not in target.profiles:
@@ -350,6 +404,7 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
         raise CheckpointError(f"gate_proj is {list(dims['gate_proj'])} but up_proj is {list(dims['up_proj'])}")
 
     e = info.num_experts
+    per_tensor = min(e, experts_per_tensor or default_experts_per_tensor(target.family, e))
     projections = {}
     for proj, sources in PACKED_PROJECTIONS.items():
         n = sum(dims[s][0] for s in sources)
@@ -359,18 +414,28 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
         per_chunk = e
         if e > 1 and expert_separable(layout, profile, options, n, k, specs, e):
             per_chunk = max(1, min(e, expert_chunk_bytes // (src_bytes // e)))
-        projections[proj] = ProjectionSpec(proj, n, k, sources, meta, specs, src_bytes, per_chunk, e)
+        elif per_tensor < e:
+            raise ChordPackError(
+                f"layout {layout!r} does not pack experts independently, so its tensors cannot be cut "
+                f"into ranges of {per_tensor} experts; ask for {e} experts per tensor (all of them)"
+            )
+        projections[proj] = ProjectionSpec(proj, n, k, sources, meta, specs, src_bytes, per_chunk, e, per_tensor)
+    ranges = expert_ranges(e, per_tensor) if per_tensor < e else None
+    pattern = tensor_names(info.prefix, ranges is not None)
 
-    items: list[tuple[tuple, int, Item]] = []
+    items: list[tuple[tuple, tuple[int, int], Item]] = []
     for name, (fpath, tinfo) in tensors.items():
         if not EXPERT_RE.match(name):
-            items.append((_order_key(name, info.prefix), 0, CopyItem(name, tinfo.dtype, tinfo.shape, fpath, tinfo)))
+            items.append((_order_key(name, info.prefix), (0, 0), CopyItem(name, tinfo.dtype, tinfo.shape, fpath, tinfo)))
     for layer in info.moe_layers:
+        order = (1, layer, "\uffff")  # after the layer's own non-expert tensors
         for rank, (proj, spec) in enumerate(projections.items(), 1):
-            for key, (dtype, shape) in spec.tensors.items():
-                name = packed_name(info.prefix, layer, proj, key)
-                order = (1, layer, "\uffff")  # after the layer's own non-expert tensors
-                items.append((order, rank, PackedItem(name, dtype, shape, layer, proj, key)))
+            for i, experts in enumerate(ranges or [None]):
+                for key, (dtype, shape) in spec.tensors.items():
+                    name = packed_name(pattern, layer, proj, key, experts)
+                    if experts is not None:
+                        shape = (len(experts), *shape[1:])
+                    items.append((order, (rank, i), PackedItem(name, dtype, shape, layer, proj, key, experts)))
     items.sort(key=lambda t: (t[0], t[1]))
 
     groups: list[list[Item]] = [[]]
@@ -388,6 +453,7 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
         projections=projections, source_tensors=tensors, shards=shards, copy_chunk=copy_chunk,
         source_bytes=sum(h.file_size for h in headers.values()),
         index_sha256=hashlib.sha256(index_path.read_bytes()).hexdigest(),
+        expert_ranges=ranges,
     )
 
 

@@ -21,8 +21,9 @@ def commit_message(path: Path) -> str:
     src = block.get("source") or {}
     origin = src.get("repo_id") or "a local checkpoint"
     rev = f"@{src['revision'][:12]}" if src.get("revision") else ""
-    return (f"chord-pack {block.get('chord_pack_version')}: {origin}{rev} -> {block.get('layout')} layout, "
-            f"profile {block.get('profile')} (chord-kernels {block.get('chord_kernels_version')})")
+    return (f"chord-pack {block.get('chord_pack_version')}: {origin}{rev} -> {block.get('layout')} layout "
+            f"v{block.get('layout_version')}, profile {block.get('profile')} "
+            f"(chord-kernels {block.get('chord_kernels_version')})")
 
 
 def public_config(path: Path) -> bytes:

@@ -2,10 +2,11 @@
 
 Checks, in order: the ``chord_pack`` block and format marker in config.json; every shard's size
 and sha256 against the block; every shard header's mirrored block; the index against the
-headers. Then, one projection of one MoE layer at a time, the packed tensors are unpacked with
-chord-kernels and hashed: each source projection's digest (sha256 over each expert's
-``weight_packed`` then ``weight_scale`` bytes, see :mod:`chord_pack.names`) must equal the one
-recorded at conversion.
+headers. Then, one projection of one MoE layer at a time (one expert range at a time when the
+tensors are cut by expert range), the packed tensors are unpacked with chord-kernels, which
+refuses a weight whose record (family, mode, layout version) is not its layout's, and hashed:
+each source projection's digest (sha256 over each expert's ``weight_packed`` then
+``weight_scale`` bytes, see :mod:`chord_pack.names`) must equal the one recorded at conversion.
 
 When the source checkpoint is available (``source=``, or the recorded local path or Hub
 revision already on this machine: verify itself never downloads), it is checked too: first that
@@ -26,18 +27,19 @@ from pathlib import Path
 
 import torch
 
-from chord_kernels.packed import PackedWeight
 from chord_kernels.packed import unpack as ck_unpack
 from chord_pack.detect import CHORD_FORMAT, load_json, quantization_config
 from chord_pack.errors import ChordPackError, SourceError, VerifyError
+from chord_pack.load import block_ranges, block_tensor_name, packed_weight
 from chord_pack.names import (
     DIGEST_KINDS,
     EXPERT_RE,
     expert_name,
+    experts_label,
     source_digest_key,
     source_digest_names,
 )
-from chord_pack.plan import SCHEMA_VERSION
+from chord_pack.plan import SCHEMA_VERSIONS
 from chord_pack.progress import NullProgress, Progress
 from chord_pack.source import INDEX_NAME, Source, resolve
 from chord_pack.st import Header, TensorInfo, read_header, read_tensor, sha256_tensors, tensor_bytes
@@ -114,14 +116,22 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
     block = config.get("chord_pack")
     if not isinstance(block, dict):
         raise VerifyError(str(root), ["config.json has no chord_pack block: not a chord-pack output"])
-    if block.get("schema_version") != SCHEMA_VERSION:
+    if block.get("schema_version") not in SCHEMA_VERSIONS:
         raise VerifyError(str(root), [
-            f"chord_pack.schema_version is {block.get('schema_version')!r}; this chord-pack reads {SCHEMA_VERSION}"
+            f"chord_pack.schema_version is {block.get('schema_version')!r}; this chord-pack reads "
+            f"{' and '.join(map(str, SCHEMA_VERSIONS))}"
         ])
     qc, where = quantization_config(config)
     if qc is None or qc.get("format") != CHORD_FORMAT:
         problems.append(f"config.json {'.'.join(where) or 'quantization_config'}.format is "
                         f"{(qc or {}).get('format')!r}, expected {CHORD_FORMAT!r}")
+    for proj, spec in (block.get("projections") or {}).items():
+        record = spec.get("packed_weight") or {}
+        for field_ in ("layout", "family", "mode", "layout_version", "profile"):
+            # (family and mode are absent from blocks written before chord-pack recorded them)
+            if field_ in block and str(record.get(f"chord.{field_}")) != str(block[field_]):
+                problems.append(f"chord_pack.projections.{proj}.packed_weight says {field_} "
+                                f"{record.get(f'chord.{field_}')!r} but the block says {block.get(field_)!r}")
     static = {k: v for k, v in block.items() if k not in _RUN_KEYS}
     if "local_path" in static.get("source", {}):  # config.json only, never in shard headers
         static["source"] = {k: v for k, v in static["source"].items() if k != "local_path"}
@@ -174,49 +184,58 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
             raise ChordPackError(f"{root / shard_name}: tensor {name} is missing")
         return read_tensor(root / shard_name, info)
 
-    def unpacked(layer: int, proj: str, spec: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        tensors = {key: out_tensor(block["tensor_names"].format(layer=layer, proj=proj, tensor=key))
-                   for key in spec["tensors"]}
-        return ck_unpack(PackedWeight.from_state_dict(spec["packed_weight"], tensors))
+    e_count = int(block["num_experts"])
+    try:
+        ranges = block_ranges(block)
+    except ChordPackError as exc:
+        raise VerifyError(str(root), [*problems, str(exc)]) from None
+
+    def unpacked(layer: int, proj: str, spec: dict, experts: range | None) -> tuple[torch.Tensor, torch.Tensor]:
+        tensors = {key: out_tensor(block_tensor_name(block, layer, proj, key, experts)) for key in spec["tensors"]}
+        return ck_unpack(packed_weight(spec, tensors, e_count if experts is None else len(experts)))
 
     digests = block.get("source_digests") or {}
-    e_count = int(block["num_experts"])
-    damaged: list[tuple[int, str, str]] = []  # (layer, packed proj, source proj) unpacking to another digest
+    damaged: list[tuple[int, str, str, range | None]] = []  # (layer, proj, source proj, experts) off digest
     for layer in block["moe_layers"]:
         for proj, spec in block["projections"].items():
-            try:
-                packed, scales = unpacked(layer, proj, spec)
-            except ChordPackError as exc:
-                problems.append(f"layer {layer} {proj}: {exc}")
-                continue
-            except Exception as exc:  # chord-kernels refuses a damaged weight
-                problems.append(f"layer {layer} {proj}: chord-kernels could not unpack it "
-                                f"({type(exc).__name__}: {exc})")
-                continue
-            n, k = int(spec["n"]), int(spec["k"])
-            if tuple(packed.shape) != (e_count, n, k // 8) or tuple(scales.shape) != (e_count, n, k // 32):
-                problems.append(f"layer {layer} {proj}: unpacked to {list(packed.shape)} / {list(scales.shape)}, "
-                                f"expected [{e_count}, {n}, {k // 8}] / [{e_count}, {n}, {k // 32}]")
-                continue
-            rows = n // len(spec["sources"])
-            for i, sproj in enumerate(spec["sources"]):
-                sl = slice(i * rows, (i + 1) * rows)
-                h = hashlib.sha256()
-                for e in range(e_count):
-                    h.update(tensor_bytes(packed[e, sl]))
-                    h.update(tensor_bytes(scales[e, sl]))
-                if digests.get(source_digest_key(layer, sproj)) != h.hexdigest():
-                    problems.append(f"layer {layer} {sproj}: unpacked codes/scales do not match the "
-                                    "source digest recorded at conversion")
-                    damaged.append((layer, proj, sproj))
-            report.projections_checked += 1
-            del packed, scales
+            whole = True
+            for experts in ranges:
+                where = f"layer {layer} {proj}{experts_label(experts)}"
+                try:
+                    packed, scales = unpacked(layer, proj, spec, experts)
+                except ChordPackError as exc:
+                    problems.append(f"{where}: {exc}")
+                    whole = False
+                    continue
+                except Exception as exc:  # chord-kernels refuses a damaged or mislabelled weight
+                    problems.append(f"{where}: chord-kernels could not unpack it ({type(exc).__name__}: {exc})")
+                    whole = False
+                    continue
+                n, k, count = int(spec["n"]), int(spec["k"]), e_count if experts is None else len(experts)
+                if tuple(packed.shape) != (count, n, k // 8) or tuple(scales.shape) != (count, n, k // 32):
+                    problems.append(f"{where}: unpacked to {list(packed.shape)} / {list(scales.shape)}, "
+                                    f"expected [{count}, {n}, {k // 8}] / [{count}, {n}, {k // 32}]")
+                    whole = False
+                    continue
+                rows = n // len(spec["sources"])
+                for i, sproj in enumerate(spec["sources"]):
+                    sl = slice(i * rows, (i + 1) * rows)
+                    h = hashlib.sha256()
+                    for e in range(count):
+                        h.update(tensor_bytes(packed[e, sl]))
+                        h.update(tensor_bytes(scales[e, sl]))
+                    if digests.get(source_digest_key(layer, sproj, experts)) != h.hexdigest():
+                        problems.append(f"layer {layer} {sproj}{experts_label(experts)}: unpacked codes/scales "
+                                        "do not match the source digest recorded at conversion")
+                        damaged.append((layer, proj, sproj, experts))
+                del packed, scales
+            report.projections_checked += whole
 
     src, why_not = _find_source(block, source, use_recorded_source, progress)
     report.source = src
-    packed_names = {block["tensor_names"].format(layer=layer, proj=proj, tensor=key)
+    packed_names = {block_tensor_name(block, layer, proj, key, experts)
                     for layer in block["moe_layers"] for proj, spec in block["projections"].items()
-                    for key in spec["tensors"]}
+                    for key in spec["tensors"] for experts in ranges}
     copies = [n for n in weight_map if n not in packed_names]
     if src is None:
         report.unchecked = (
@@ -229,8 +248,8 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
 
 
 def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: dict[str, str],
-                  headers: dict[str, Header], copies: list[str], damaged: list[tuple[int, str, str]],
-                  unpacked) -> None:
+                  headers: dict[str, Header], copies: list[str],
+                  damaged: list[tuple[int, str, str, range | None]], unpacked) -> None:
     """Compare with the source ``src`` (see the module docstring); findings go to ``report``."""
     problems, root = report.problems, report.path
     src_map: dict[str, str] = load_json(src.path / INDEX_NAME).get("weight_map") or {}
@@ -238,7 +257,7 @@ def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: di
     layers = block["moe_layers"]
     source_projs = [s for spec in block["projections"].values() for s in spec["sources"]]
     wanted = [name for layer in layers for proj in source_projs
-              for name in source_digest_names(prefix, layer, proj, e_count)]
+              for name in source_digest_names(prefix, layer, proj, range(e_count))]
     lacks = [n for n in wanted if n not in src_map]
     lacks_copies = [n for n in copies if n not in src_map]
     extra = [n for n in src_map if not EXPERT_RE.match(n) and n not in weight_map]
@@ -263,28 +282,32 @@ def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: di
         return src.path / fname, info
 
     digests = block.get("source_digests") or {}
+    ranges = block_ranges(block)
     stale = []
     try:
         for layer in layers:
             for proj in source_projs:
-                names = source_digest_names(prefix, layer, proj, e_count)
-                if sha256_tensors(at(n) for n in names) != digests.get(source_digest_key(layer, proj)):
-                    stale.append((layer, proj))
-                report.experts_compared += e_count
+                for experts in ranges:
+                    names = source_digest_names(prefix, layer, proj, experts or range(e_count))
+                    if sha256_tensors(at(n) for n in names) != digests.get(source_digest_key(layer, proj, experts)):
+                        stale.append((layer, proj, experts))
+        report.experts_compared += len(layers) * len(source_projs) * e_count
     except ChordPackError as exc:
         problems.append(f"source {src.describe()}: {exc}")
         return
-    total = len(layers) * len(source_projs)
+    total = len(layers) * len(source_projs) * len(ranges)
     if stale and len(stale) == total:
+        what = "expert projections" if ranges == [None] else "expert ranges"
         problems.append(f"{src.describe()} is not the checkpoint {root} was converted from: none of its "
-                        f"{total} expert projections match the source digests recorded at conversion")
+                        f"{total} {what} match the source digests recorded at conversion")
         return
-    for layer, proj in stale:
-        problems.append(f"layer {layer} {proj}: the source {src.describe()} no longer matches the digest "
-                        "recorded at conversion (it changed after the conversion: the output is stale)")
-    for layer, proj, sproj in damaged:
-        if (layer, sproj) not in stale:  # the source is right, the output is not: name the experts
-            _name_differing_experts(problems, block, layer, proj, sproj, unpacked, at)
+    for layer, proj, experts in stale:
+        problems.append(f"layer {layer} {proj}{experts_label(experts)}: the source {src.describe()} no longer "
+                        "matches the digest recorded at conversion (it changed after the conversion: the "
+                        "output is stale)")
+    for layer, proj, sproj, experts in damaged:
+        if (layer, sproj, experts) not in stale:  # the source is right, the output is not: name the experts
+            _name_differing_experts(problems, block, layer, proj, sproj, experts, unpacked, at)
 
     differ, mismatched = [], []
     for name in copies:
@@ -305,14 +328,14 @@ def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: di
 
 
 def _name_differing_experts(problems: list[str], block: dict, layer: int, proj: str, sproj: str,
-                            unpacked, at) -> None:
+                            experts: range | None, unpacked, at) -> None:
     spec = block["projections"][proj]
     rows = int(spec["n"]) // len(spec["sources"])
     sl = slice(spec["sources"].index(sproj) * rows, (spec["sources"].index(sproj) + 1) * rows)
-    packed, scales = unpacked(layer, proj, spec)
+    packed, scales = unpacked(layer, proj, spec, experts)
     prefix, differing = block.get("tensor_prefix", ""), []
-    for e in range(int(block["num_experts"])):
-        for kind, got in zip(DIGEST_KINDS, (packed[e, sl], scales[e, sl]), strict=True):
+    for i, e in enumerate(experts or range(int(block["num_experts"]))):
+        for kind, got in zip(DIGEST_KINDS, (packed[i, sl], scales[i, sl]), strict=True):
             want = read_tensor(*at(expert_name(prefix, layer, e, sproj, kind)))
             if not torch.equal(want.view(-1).view(torch.uint8), got.contiguous().view(-1).view(torch.uint8)):
                 differing.append(f"{e}.{kind}")
