@@ -37,6 +37,9 @@ WHEELS = (
     "xgrammar==0.2.8", "apache-tvm-ffi", "fastapi>=0.133,<0.137", "starlette", "partial-json-parser",
     "compressed-tensors==0.17.0", "loguru", "blake3", "ijson", "setproctitle", "depyf", "lark",
     "einops", "py-cpuinfo", "cloudpickle", "nvidia-ml-py", "hypothesis", "sortedcontainers",
+    "requests", "urllib3", "certifi", "charset-normalizer", "anyio", "h11", "annotated-doc",
+    # vLLM pins llguidance>=1.7,<1.8; its dataclass annotations need only the module at import time.
+    "llguidance",
 )
 TARGET = ("--python-version", "3.12", "--implementation", "cp", "--abi", "cp312", "--platform",
           "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64", "--platform", "manylinux_2_17_x86_64",
