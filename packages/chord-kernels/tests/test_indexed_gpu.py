@@ -356,3 +356,29 @@ def test_capture_uses_the_prepared_workspace_of_its_stream() -> None:
     other.replay()
     torch.cuda.synchronize()
     assert _rel_err(out, ref) <= REL_TOL
+
+
+def test_launches_of_different_grids_share_one_workspace() -> None:
+    # A launch's grid shrinks with its routing tensors; its split-K partials must never land where
+    # a larger-grid launch keeps its arrival counters (they are only reset, never zeroed again).
+    gen = torch.Generator(device="cuda").manual_seed(43)
+    n, k = 512, 1024
+    cases = []
+    for experts, rows in ((4, 1), (64, 48)):  # grid 6 (3 blocks x 2 N tiles), then the full grid
+        packed, scales = _weights(experts, n, k, gen)
+        pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+        ids = torch.rand(rows, experts, generator=gen, device="cuda").argsort(dim=1)[:, :1]
+        r = align_block_size(ids, 8, experts)
+        a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+        args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+        plan = indexed.plan(pw, block_m=8, capacity=indexed.routing_capacity(args[0], args[1], 8))
+        assert plan.config.schedule == "balanced"
+        ref = reference.indexed_gemm(a, (packed, scales), *args, block_m=8, top_k=1)
+        cases.append((pw, a, args, ref, plan.grid))
+    assert cases[0][4] < cases[1][4]
+    ws = indexed.new_workspace(max(indexed.max_workspace_bytes(c[0]) for c in cases), "cuda")
+    for _ in range(3):
+        for pw, a, args, ref, _grid in cases:
+            out = gemm(a, pw, *args, block_m=8, top_k=1, workspace=ws)
+            torch.cuda.synchronize()
+            assert _rel_err(out, ref) <= REL_TOL

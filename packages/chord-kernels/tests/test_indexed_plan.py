@@ -13,7 +13,12 @@ from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config
-from chord_kernels.indexed.workspace import WorkspaceLayout, check_workspace, new_workspace
+from chord_kernels.indexed.workspace import (
+    COUNTER_BYTES,
+    WorkspaceLayout,
+    check_workspace,
+    new_workspace,
+)
 from chord_kernels.jit import ArgStruct, Field
 
 SMS = 132
@@ -107,24 +112,39 @@ def test_default_configs_cover_every_kimi_plan() -> None:
 
 def test_workspace_layout_and_views() -> None:
     layout = WorkspaceLayout(counters=2, flags=5, partials=8)
-    assert (layout.zeroed_bytes, layout.partials_offset, layout.nbytes) == (28, 32, 64)
+    c = COUNTER_BYTES
+    assert (layout.zeroed_bytes, layout.partials_offset, layout.nbytes) == (28, c, c + 32)
     assert WorkspaceLayout().nbytes == 0 and WorkspaceLayout(counters=2).nbytes == 8
-    ws = torch.zeros(64, dtype=torch.uint8)
+    ws = torch.zeros(c + 32, dtype=torch.uint8)
     base = ws.data_ptr()
-    assert layout.bind(ws) == {"counters": base, "flags": base + 8, "partials": base + 32}
+    assert layout.bind(ws) == {"counters": base, "flags": base + 8, "partials": base + c}
     assert WorkspaceLayout(flags=3).bind(ws) == {"counters": None, "flags": base, "partials": None}
     assert WorkspaceLayout().bind(None) == {"counters": None, "flags": None, "partials": None}
-    with pytest.raises(ChordInputError, match="at least 64 bytes"):
+    with pytest.raises(ChordInputError, match=f"at least {c + 32} bytes"):
         layout.bind(ws[:40])
+    with pytest.raises(ChordInputError, match="counter region"):
+        WorkspaceLayout(flags=c // 4 + 1)
     cpu = torch.device("cpu")
     with pytest.raises(ChordInputError, match="at least 100 bytes"):
-        check_workspace(ws, 100, cpu)
+        check_workspace(ws[:64], 100, cpu)
     with pytest.raises(ChordInputError, match="dtype torch.uint8"):
         check_workspace(ws.view(torch.int32), 16, cpu)
     with pytest.raises(ChordInputError, match="16-byte aligned"):
         check_workspace(ws[4:], 16, cpu)
     with pytest.raises(ChordInputError, match="nbytes: expected a non-negative integer"):
         new_workspace(-1)
+
+
+def test_no_launch_puts_partials_where_another_keeps_counters() -> None:
+    # One workspace serves launches of every configuration and grid (a default per stream, or one
+    # vLLM micro-batch's): every launch's counters sit inside the shared counter region and every
+    # launch's partials after it, whatever its grid (the grid shrinks with small routing tensors).
+    for arch in ("sm_90a", "sm_100a"):
+        for cfg in indexed.default_configs(arch):
+            for grid in (1, 7, 132, 148 * cfg.ctas_per_sm):
+                layout = cfg.workspace(grid)
+                assert layout.zeroed_bytes <= COUNTER_BYTES
+                assert not layout.partials or layout.partials_offset == COUNTER_BYTES
 
 
 def test_arguments_are_one_field_list() -> None:

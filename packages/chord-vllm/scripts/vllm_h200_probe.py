@@ -28,6 +28,8 @@ PACKAGE = HERE.parent
 ROOT = PACKAGE.parent.parent
 STAGE = PACKAGE / ".probe"
 LIMIT_MIB = 40
+VENDORED = ("vllm/third_party/__init__.py", "vllm/third_party/pynvml.py")
+STUBS = ("vllm/_C_stable_libtorch.py",)
 VLLM = "vllm==0.33.0"
 # What vLLM 0.33 imports that the GPU image (torch 2.11, transformers 5.17, huggingface_hub,
 # safetensors, aiohttp, psutil, regex, pillow, uvloop, prometheus-client, triton) does not have.
@@ -60,7 +62,9 @@ def stage() -> None:
         with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(STAGE / "vllm-py.zip", "w", zipfile.ZIP_DEFLATED,
                                                              compresslevel=9) as dst:
             for info in src.infolist():
-                if info.filename.endswith(".py") and "/third_party/" not in info.filename:
+                # Of vLLM's vendored third_party code only its pynvml copy, which platform detection imports.
+                third_party = "/third_party/" in info.filename
+                if info.filename.endswith(".py") and (not third_party or info.filename in VENDORED):
                     dst.writestr(info.filename, src.read(info))
     for req in WHEELS:  # one at a time: a wheel missing for this target is reported, not fatal
         out = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--dest",
@@ -96,6 +100,18 @@ def run(out_dir: Path) -> None:
             for wheel in sorted((STAGE / "wheels").glob("*.whl")):
                 with zipfile.ZipFile(wheel) as z:
                     z.extractall(site)
+            # Compiled extensions imported only for their op registrations become empty modules:
+            # an op Chord's path does call would fail loudly (torch.ops lookup), never silently.
+            for stub in STUBS:
+                (site / stub).write_text('"""Empty stand-in written by vllm_h200_probe.py (no compiled vLLM here)."""\n')
+            # vLLM picks its platform from its own distribution's version. Its CUDA platform calls
+            # compiled ops while importing (probed on the H200: cutlass_scaled_mm_supports_block_fp8),
+            # so the Python-only vLLM runs as a CPU build ("+cpu") while the tensors and Chord's
+            # kernels are on the GPU; without metadata no platform is found at all.
+            version = VLLM.split("==")[1]
+            dist = site / f"vllm-{version}+cpu.dist-info"
+            dist.mkdir()
+            (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n")
         except Exception:
             result["stage"] = traceback.format_exc()
             _finish(out_dir, result)

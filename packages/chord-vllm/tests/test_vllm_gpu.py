@@ -39,10 +39,20 @@ def _kimi_config():
 
 @pytest.fixture(scope="module")
 def vllm_cuda():
+    from vllm.platforms import current_platform
     from vllm.v1.worker.workspace import init_workspace_manager
+
+    from chord_kernels import hardware
+    from chord_vllm import _compat
 
     chord_vllm.register()
     init_workspace_manager(torch.device("cuda"))
+    with pytest.MonkeyPatch.context() as mp:
+        if not current_platform.is_cuda():
+            # The H200 probe runs vLLM's Python files as a CPU build (its CUDA platform needs the
+            # compiled ops): Chord's decision then takes the GPU's architecture from torch.
+            mp.setattr(_compat, "device_arch", lambda: (hardware.arch(0), ""))
+        yield
 
 
 def _source(seed: int):

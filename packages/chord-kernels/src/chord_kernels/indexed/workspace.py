@@ -1,8 +1,12 @@
 """Workspaces of the indexed kernels: caller-owned device buffers for counters and split-K partials.
 
-A workspace is a contiguous uint8 CUDA tensor. Its first bytes hold int32 counters (the dynamic
-schedule's item counter, the balanced schedule's split-item arrival counters), then, 16-byte
-aligned, fp32 split-K partial sums (scratch). The invariants:
+A workspace is a contiguous uint8 CUDA tensor. Its first :data:`COUNTER_BYTES` bytes hold int32
+counters (the dynamic schedule's item counter, the balanced schedule's split-item arrival
+counters), then fp32 split-K partial sums (scratch). The counter region has the same size for every
+launch, so the partials of one launch never land where another launch on the same workspace keeps
+its counters (a launch's counters depend on its configuration and grid; with a layout-dependent
+boundary, a small-grid launch's partials overwrote a larger-grid launch's zeroed counters). The
+invariants:
 
 * the counter bytes are zero when the workspace is allocated (:func:`new_workspace` does it);
 * every launch leaves them zero again (the last CTA, or the last part of a split item, resets
@@ -28,6 +32,9 @@ from chord_kernels.checks import require_tensor
 from chord_kernels.errors import ChordInputError
 
 _ALIGN = 16
+COUNTER_BYTES = 64 * 1024
+"""The counter region of every workspace: room for 16384 int32 counters, more than any launch
+needs (at most CTAs x warps: 4 x 8 per SM)."""
 
 
 @dataclass(frozen=True)
@@ -45,9 +52,15 @@ class WorkspaceLayout:
     def zeroed_bytes(self) -> int:
         return 4 * (self.counters + self.flags)
 
+    def __post_init__(self) -> None:
+        if self.zeroed_bytes > COUNTER_BYTES:
+            raise ChordInputError(f"{self.counters + self.flags} counters exceed the workspace's counter "
+                                  f"region of {COUNTER_BYTES // 4}")
+
     @property
     def partials_offset(self) -> int:
-        return -(-self.zeroed_bytes // _ALIGN) * _ALIGN
+        """Where the partials start: after the counter region every layout shares."""
+        return COUNTER_BYTES
 
     @property
     def nbytes(self) -> int:
