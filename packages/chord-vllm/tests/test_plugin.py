@@ -184,6 +184,8 @@ def test_chord_packed_config_reads_the_block(checkpoints) -> None:
     mapper = config.get_checkpoint_weight_mapper()
     assert mapper.map_name("model.layers.1.mlp.experts.chord.w13.tiles") == \
         "model.layers.1.mlp.experts.routed_experts.chord_w13_tiles"
+    assert mapper.map_name("model.layers.1.mlp.experts.chord.w2.experts_6_11.tiles") == \
+        "model.layers.1.mlp.experts.routed_experts.chord_w2_experts_6_11_tiles"  # schema 2: one per range
     assert mapper.map_name("model.layers.1.mlp.experts.3.gate_proj.g_idx") is None  # vLLM's own rule kept
 
 
@@ -198,8 +200,11 @@ def _edit_config(src: Path, dst: Path, edit) -> Path:
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c.pop("chord_pack"), "there is no chord_pack block"),
     (lambda c: c["chord_pack"].update(layout_version=99), "layout_version is 99; this chord-vllm serves 2"),
-    (lambda c: c["chord_pack"].update(layout="grouped"), "layout is 'grouped'; this chord-vllm serves 'indexed'"),
-    (lambda c: c["chord_pack"].update(schema_version=2), "schema_version is 2"),
+    (lambda c: c["chord_pack"].update(layout="grouped"),
+     "layout is 'grouped'; this chord-vllm serves one of 'indexed', 'contiguous', 'masked'"),
+    (lambda c: c["chord_pack"].update(schema_version=3), "schema_version is 3; this chord-vllm serves one of 1, 2"),
+    (lambda c: c["chord_pack"].update(schema_version=2), "expert_ranges None do not cover experts 0..7"),
+    (lambda c: c["chord_pack"].update(expert_ranges=[[0, 7]]), "schema_version 1 has no expert_ranges"),
     (lambda c: c["chord_pack"]["projections"].pop("w2"), "projections are ['w13']"),
 ])
 def test_chord_packed_config_refuses_what_it_cannot_serve(checkpoints, tmp_path, edit, message) -> None:
