@@ -49,7 +49,8 @@ def chord_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _write(root: Path, dims: dict) -> dict:
     src = write_checkpoint(root / "src", kimi_config("k2-thinking", **dims), kimi_tensors("k2-thinking", **dims))
-    convert(src, root / "packed", "indexed", "h200_ep8", max_shard_bytes=1_000_000)
+    convert(src, root / "packed", "indexed", "h200_ep8", max_shard_bytes=1_000_000,
+            experts_per_tensor=dims["experts"])  # schema 1: one tensor of all experts (ranges: below)
     return {"src": src, "packed": root / "packed", "tensors": vs.read_tensors(src),
             "packed_tensors": vs.read_tensors(root / "packed")}
 
@@ -217,7 +218,7 @@ def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
 # --- chord-pack checkpoints in expert ranges (schema 2) --------------------------------------
 
 RANGED = [("indexed, 3 experts per tensor", "indexed", 3),  # EP2 rank 0 holds 0-3: range 3-5 straddles
-          ("contiguous, default ranges", "contiguous", None),  # one expert per range for E = 8
+          ("contiguous, default ranges", "contiguous", None),  # chord-pack's default: 1 expert per range for E = 8
           ("masked, 2 experts per tensor", "masked", 2)]
 
 

@@ -145,7 +145,7 @@ def test_version_gate_takes_every_033(version: str) -> None:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Tiny Kimi K2-Thinking and K2.5 checkpoints, and a chord-pack conversion of the first."""
+    """Tiny Kimi K2-Thinking and K2.5 checkpoints, and a chord-pack conversion of the first (schema 1)."""
     from chord_pack.convert import convert
 
     root = tmp_path_factory.mktemp("kimi")
@@ -153,7 +153,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for style in ("k2-thinking", "k2.5"):
         out[style] = write_checkpoint(root / style, kimi_config(style, **DIMS), kimi_tensors(style, **DIMS))
     out["packed"] = root / "packed"
-    convert(out["k2-thinking"], out["packed"], "indexed", "h200_ep8", max_shard_bytes=1_000_000)
+    convert(out["k2-thinking"], out["packed"], "indexed", "h200_ep8", max_shard_bytes=1_000_000,
+            experts_per_tensor=DIMS["experts"])  # schema 1: one tensor of all experts
     return out
 
 
