@@ -202,8 +202,8 @@ def test_create_weights_at_kimi_size(ckpt, kimi, rank, local) -> None:
     assert layer.w13_weight_packed.is_transposed is False and layer.w13_weight_packed.quant_method == "group"
 
 
-def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
-    layer, _ = _loaded(ckpt, "src")
+def _process_logged(layer, caplog) -> list[str]:
+    """``process_weights_after_loading``, with the plugin's log lines it writes."""
     _compat.logger.addHandler(caplog.handler)
     _compat._logged.clear()
     try:
@@ -211,8 +211,13 @@ def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
             layer.quant_method.process_weights_after_loading(layer)
     finally:
         _compat.logger.removeHandler(caplog.handler)
+    return [r.getMessage() for r in caplog.records]
+
+
+def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
+    layer, _ = _loaded(ckpt, "src")
     assert any("Chord serves the routed experts of model.layers.1.mlp.experts (8 local experts, profile "
-               "h200_tp8, chord reference (PyTorch))" in r.getMessage() for r in caplog.records)
+               "h200_tp8, chord reference (PyTorch))" in m for m in _process_logged(layer, caplog))
 
 
 # --- chord-pack checkpoints in expert ranges (schema 2) --------------------------------------
@@ -378,12 +383,5 @@ def test_a_range_tensor_of_the_wrong_shape_is_refused(ranged) -> None:
 def test_grouped_layouts_are_logged_as_served_indexed(ranged, caplog) -> None:
     layer, mapper = _ranged_layer(ranged, "contiguous, default ranges", ep=2, ep_rank=0)
     vs.load_experts(layer, ranged["contiguous, default ranges"]["tensors"], mapper=mapper)
-    _compat.logger.addHandler(caplog.handler)
-    _compat._logged.clear()
-    try:
-        with caplog.at_level("INFO", logger=_compat.logger.name):
-            layer.quant_method.process_weights_after_loading(layer)
-    finally:
-        _compat.logger.removeHandler(caplog.handler)
     assert any("packed as layout contiguous, profile h200_ep8 (8 expert ranges); this deployment serves it "
-               "as layout indexed, profile h200_ep8 (same tile bytes)" in r.getMessage() for r in caplog.records)
+               "as layout indexed, profile h200_ep8 (same tile bytes)" in m for m in _process_logged(layer, caplog))
