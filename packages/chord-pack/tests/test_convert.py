@@ -44,7 +44,7 @@ def test_convert_verify_and_moe_output_match(tmp_path: Path, style: str, layout:
     assert "pack-quantized" not in json.dumps(qc)
     block = config["chord_pack"]
     target = get_layout(name)
-    ranged = target.family == "grouped"  # the EP family is written in expert ranges by default
+    ranged = target.family in ("indexed", "grouped")  # what chord-vllm serves: expert ranges by default
     assert (block["layout"], block["profile"], block["schema_version"]) == (name, profile, 2 if ranged else 1)
     assert (block["family"], block["mode"]) == (target.family, target.mode)
     assert block["layout_version"] == target.version

@@ -21,13 +21,12 @@ def test_model_card_says_only_what_works_today(tiny: Path, tmp_path: Path, layou
     body = " ".join(card.split("\n---\n", 1)[1].split())
     assert f"**{layout}** layout (family `{'indexed' if layout == 'indexed' else 'grouped'}`, mode `{layout}`" in body
     assert f"As of chord-pack {__version__}, " in body and "chord-pack verify" in body
-    if layout == "indexed":  # what chord-vllm's loader takes: all experts per tensor, schema 1
-        assert "vLLM with the chord-vllm plugin serves this checkpoint" in body and "(schema version 1)" in body
-        assert "one tensor per projection holding all experts" in body
-    else:
+    # chord-vllm serves all three, in expert ranges by default (schema 2; E=4: 4 ranges of 1 expert)
+    assert "vLLM with the chord-vllm plugin serves this checkpoint as it is, on Chord's indexed kernels" in body
+    assert "an expert-parallel rank reads only the expert ranges holding its experts" in body
+    assert "(schema version 2)" in body and "`...mlp.experts.chord.{w13,w2}.experts_{first}_{last}.*` (1 expert each)" in body
+    if layout != "indexed":
         assert f"`chord_kernels.grouped.{layout}` runs them" in body and "the indexed layout's tiles" in body
-        assert "chord-vllm does not load it yet" in body and "(schema version 2)" in body
-        assert "`...mlp.experts.chord.{w13,w2}.experts_{first}_{last}.*` (1 expert each)" in body  # E=4: 4 ranges
     assert not re.search(r"(?i)load (them|this|these) with .*chord-vllm", body)
 
 

@@ -12,19 +12,22 @@ import vllm_support as vs
 
 vs.require_vllm()  # skips this module without vLLM 0.33 (fails under CHORD_REQUIRE_VLLM=1)
 
+import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from safetensors.torch import safe_open  # noqa: E402
+from vllm.model_executor.model_loader import weight_utils  # noqa: E402
 
 import chord_kernels  # noqa: E402
 import chord_vllm  # noqa: E402
 from chord_kernels import reference  # noqa: E402
 from chord_pack.convert import convert  # noqa: E402
 from chord_pack.demo import kimi_config, kimi_tensors, write_checkpoint  # noqa: E402
-from chord_vllm import _compat, core, experts, packed_ckpt  # noqa: E402
+from chord_vllm import _compat, core, ep_filter, experts, packed_ckpt  # noqa: E402
 from chord_vllm.method import ChordWNA16MoEMethod  # noqa: E402
 
 # I = 512 so that TP2 ranks (256 each) cut whole tiles; I = 192 below exercises the repacking path.
@@ -46,7 +49,8 @@ def chord_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _write(root: Path, dims: dict) -> dict:
     src = write_checkpoint(root / "src", kimi_config("k2-thinking", **dims), kimi_tensors("k2-thinking", **dims))
-    convert(src, root / "packed", "indexed", "h200_ep8", max_shard_bytes=1_000_000)
+    convert(src, root / "packed", "indexed", "h200_ep8", max_shard_bytes=1_000_000,
+            experts_per_tensor=dims["experts"])  # schema 1: one tensor of all experts (ranges: below)
     return {"src": src, "packed": root / "packed", "tensors": vs.read_tensors(src),
             "packed_tensors": vs.read_tensors(root / "packed")}
 
@@ -198,8 +202,8 @@ def test_create_weights_at_kimi_size(ckpt, kimi, rank, local) -> None:
     assert layer.w13_weight_packed.is_transposed is False and layer.w13_weight_packed.quant_method == "group"
 
 
-def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
-    layer, _ = _loaded(ckpt, "src")
+def _process_logged(layer, caplog) -> list[str]:
+    """``process_weights_after_loading``, with the plugin's log lines it writes."""
     _compat.logger.addHandler(caplog.handler)
     _compat._logged.clear()
     try:
@@ -207,5 +211,177 @@ def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
             layer.quant_method.process_weights_after_loading(layer)
     finally:
         _compat.logger.removeHandler(caplog.handler)
+    return [r.getMessage() for r in caplog.records]
+
+
+def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
+    layer, _ = _loaded(ckpt, "src")
     assert any("Chord serves the routed experts of model.layers.1.mlp.experts (8 local experts, profile "
-               "h200_tp8, chord reference (PyTorch))" in r.getMessage() for r in caplog.records)
+               "h200_tp8, chord reference (PyTorch))" in m for m in _process_logged(layer, caplog))
+
+
+# --- chord-pack checkpoints in expert ranges (schema 2) --------------------------------------
+
+RANGED = [("indexed, 3 experts per tensor", "indexed", 3),  # EP2 rank 0 holds 0-3: range 3-5 straddles
+          ("contiguous, default ranges", "contiguous", None),  # chord-pack's default: 1 expert per range for E = 8
+          ("masked, 2 experts per tensor", "masked", 2)]
+
+
+@pytest.fixture(scope="module")
+def ranged(ckpt, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    root = tmp_path_factory.mktemp("ranged")
+    out = {}
+    for name, layout, per_tensor in RANGED:
+        path = root / layout
+        convert(ckpt["src"], path, layout, "h200_ep8", max_shard_bytes=1_000_000, experts_per_tensor=per_tensor)
+        out[name] = {"path": path, "tensors": vs.read_tensors(path)}
+    return out
+
+
+@pytest.fixture(autouse=True)
+def vllm_skip_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM's own should_skip_weight and no recorded layers again after each test."""
+    monkeypatch.setattr(weight_utils, "should_skip_weight", weight_utils.should_skip_weight)
+    monkeypatch.setattr(ep_filter, "_local_experts", {})
+
+
+def _ranged_layer(ranged: dict, which: str, **rank):
+    _, config = vs.quant_config(ranged[which]["path"])
+    layer = vs.build_layer(config, experts=E, hidden=H, intermediate=INTER, **rank)
+    return layer, config.get_checkpoint_weight_mapper()
+
+
+def _held(name: str) -> tuple[int, int]:
+    """(first, last) expert of a range tensor's name."""
+    first, last = re.search(r"\.experts_(\d+)_(\d+)\.", name).groups()
+    return int(first), int(last)
+
+
+@pytest.mark.parametrize(("name", "rank"), RANKS, ids=[r[0] for r in RANKS])
+@pytest.mark.parametrize("which", [r[0] for r in RANGED])
+def test_expert_range_checkpoint_loads_and_serves(ckpt, ranged, which, name, rank) -> None:
+    layer, mapper = _ranged_layer(ranged, which, **rank)
+    method = layer.quant_method
+    spec = method.packed["w13"]
+    assert spec.ranges is not None and spec.layout == which.split(",")[0]
+    range_params = {n for n, p in layer.named_parameters() if p.numel() == 0}
+    assert len(range_params) == 2 * len(spec.ranges)  # one (empty) parameter per range and projection
+    taken = vs.load_experts(layer, ranged[which]["tensors"], mapper=mapper)
+    assert taken == 2 * len(spec.ranges)  # every range reached a loader; other ranks' ones are no-ops
+    method.process_weights_after_loading(layer)
+    assert {n for n, _ in layer.named_parameters()} == {"chord_w13_tiles", "chord_w2_tiles"}
+    w13, w2, expert_map = _rank_source(ckpt["tensors"], **rank)
+    assert torch.equal(layer.chord_w13_tiles.data, chord_kernels.pack("indexed", *w13, profile="h200_ep8").tensors["tiles"])
+    assert torch.equal(layer.chord_w2_tiles.data, chord_kernels.pack("indexed", *w2, profile="h200_ep8").tensors["tiles"])
+    assert (method.w13.layout, method.w13.profile) == ("indexed", method.profile)  # relabelled
+    _check_apply(layer, w13, w2, expert_map)
+
+
+def _read_through_vllm(shards: list[Path], monkeypatch: pytest.MonkeyPatch) -> tuple[dict, list[str]]:
+    """vLLM 0.33's safetensors iterator over ``shards``: what it yields, and every tensor it read."""
+    read: list[str] = []
+
+    class Recording:
+        def __init__(self, path, framework):
+            self._file = safe_open(path, framework=framework)
+
+        def __enter__(self):
+            self._inner = self._file.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self._file.__exit__(*exc)
+
+        def keys(self):
+            return self._inner.keys()
+
+        def get_tensor(self, name):
+            read.append(name)
+            return self._inner.get_tensor(name)
+
+    monkeypatch.setattr(weight_utils, "safe_open", Recording)
+    return dict(weight_utils.safetensors_weights_iterator([str(s) for s in shards], False)), read
+
+
+EP_READS = [("EP2 rank 0", dict(ep=2, ep_rank=0), "indexed, 3 experts per tensor", {(0, 2), (3, 5)}),
+            ("EP2 rank 1", dict(ep=2, ep_rank=1), "indexed, 3 experts per tensor", {(3, 5), (6, 7)}),
+            ("EP2 rank 1 round-robin", dict(ep=2, ep_rank=1, placement="round_robin"),
+             "contiguous, default ranges", {(1, 1), (3, 3), (5, 5), (7, 7)}),
+            ("EP2 rank 0", dict(ep=2, ep_rank=0), "masked, 2 experts per tensor", {(0, 1), (2, 3)})]
+
+
+@pytest.mark.parametrize(("name", "rank", "which", "want"), EP_READS, ids=[f"{r[0]}, {r[2]}" for r in EP_READS])
+def test_an_ep_rank_reads_only_its_own_expert_ranges(ckpt, ranged, monkeypatch, name, rank, which, want) -> None:
+    layer, mapper = _ranged_layer(ranged, which, **rank)
+    shards = sorted(ranged[which]["path"].glob("*.safetensors"))
+    yielded, read = _read_through_vllm(shards, monkeypatch)
+    every = ranged[which]["tensors"]
+    assert {_held(n) for n in read if ".chord." in n} == want  # the other rank's ranges were never read
+    assert {n for n in read if ".chord." not in n} == {n for n in every if ".chord." not in n}
+    assert {n for n in read if ".chord." in n} == {n for n in every if ".chord." in n and _held(n) in want}
+    assert len(read) == len(set(read)) == len(yielded)
+    vs.load_experts(layer, yielded, mapper=mapper)
+    layer.quant_method.process_weights_after_loading(layer)
+    w13, w2, expert_map = _rank_source(ckpt["tensors"], **rank)
+    assert torch.equal(layer.chord_w13_tiles.data, chord_kernels.pack("indexed", *w13, profile="h200_ep8").tensors["tiles"])
+    assert torch.equal(layer.chord_w2_tiles.data, chord_kernels.pack("indexed", *w2, profile="h200_ep8").tensors["tiles"])
+    _check_apply(layer, w13, w2, expert_map, ms=(7,))
+
+
+def test_without_ep_every_range_is_read(ranged, monkeypatch) -> None:
+    which = "masked, 2 experts per tensor"
+    _ranged_layer(ranged, which, tp=2, tp_rank=1)
+    _, read = _read_through_vllm(sorted(ranged[which]["path"].glob("*.safetensors")), monkeypatch)
+    assert sorted(read) == sorted(ranged[which]["tensors"])
+
+
+def test_the_skip_rule_is_installed_once_and_leaves_other_names_to_vllm(ranged) -> None:
+    original = weight_utils.should_skip_weight
+    _ranged_layer(ranged, "masked, 2 experts per tensor", ep=2, ep_rank=1)
+    wrapped = weight_utils.should_skip_weight
+    assert wrapped is not original and wrapped.chord_wrapped is original
+    _ranged_layer(ranged, "masked, 2 experts per tensor", ep=2, ep_rank=0)  # a second layer: same wrapper
+    assert weight_utils.should_skip_weight is wrapped and ep_filter.install()
+    assert wrapped("model.layers.1.mlp.experts.chord.w13.experts_4_5.tiles", None)  # rank 0 holds 0-3
+    assert not wrapped("model.layers.1.mlp.experts.chord.w2.experts_2_3.tiles", None)
+    assert not wrapped("model.layers.2.mlp.experts.chord.w2.experts_4_5.tiles", None)  # layer 2 not built
+    assert not wrapped("model.layers.1.mlp.experts.chord.w13.tiles", None)  # schema 1: one tensor for all
+    # vLLM's own rule for per-expert names, with and without --enable-ep-weight-filter
+    assert wrapped("model.layers.1.mlp.experts.5.gate_proj.weight_packed", {0, 1})
+    assert not wrapped("model.layers.1.mlp.experts.5.gate_proj.weight_packed", None)
+    assert not wrapped("model.layers.1.self_attn.o_proj.weight", {0, 1})
+
+
+def test_the_skip_rule_stays_off_on_another_vllm(ranged, monkeypatch) -> None:
+    import vllm
+
+    monkeypatch.setattr(vllm, "__version__", "0.34.0")
+    original = weight_utils.should_skip_weight
+    assert not ep_filter.install() and weight_utils.should_skip_weight is original
+    monkeypatch.setattr(vllm, "__version__", "0.33.0")
+    monkeypatch.setattr(weight_utils, "should_skip_weight", lambda name, ids, extra=None: False)
+    assert not ep_filter.install()
+
+
+def test_a_local_range_never_loaded_is_an_error(ranged) -> None:
+    which = "indexed, 3 experts per tensor"
+    layer, mapper = _ranged_layer(ranged, which, ep=2, ep_rank=1)
+    tensors = {n: t for n, t in ranged[which]["tensors"].items() if "w2.experts_6_7." not in n}
+    vs.load_experts(layer, tensors, mapper=mapper)
+    with pytest.raises(ValueError, match=r"chord w2 tiles of local experts \[6, 7\] were never loaded"):
+        layer.quant_method.process_weights_after_loading(layer)
+
+
+def test_a_range_tensor_of_the_wrong_shape_is_refused(ranged) -> None:
+    layer, _ = _ranged_layer(ranged, "masked, 2 experts per tensor", ep=2, ep_rank=0)
+    for name in ("chord_w13_experts_2_3_tiles", "chord_w13_experts_6_7_tiles"):  # local, and another rank's
+        param = getattr(layer, name)
+        with pytest.raises(ValueError, match=r"chord w13 tiles \(experts [26]-[37]\): expected int32 \[2, "):
+            param.weight_loader(param, torch.zeros(3, 4, 72, dtype=torch.int32))
+
+
+def test_grouped_layouts_are_logged_as_served_indexed(ranged, caplog) -> None:
+    layer, mapper = _ranged_layer(ranged, "contiguous, default ranges", ep=2, ep_rank=0)
+    vs.load_experts(layer, ranged["contiguous, default ranges"]["tensors"], mapper=mapper)
+    assert any("packed as layout contiguous, profile h200_ep8 (8 expert ranges); this deployment serves it "
+               "as layout indexed, profile h200_ep8 (same tile bytes)" in m for m in _process_logged(layer, caplog))

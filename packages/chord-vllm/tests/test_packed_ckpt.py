@@ -75,3 +75,43 @@ def test_read_block_takes_chord_pack_output_and_refuses_the_rest() -> None:
     broken["projections"]["w2"] = {"packed_weight": {"chord.layout": "indexed"}}
     with pytest.raises(ValueError, match="projections.w2.packed_weight is incomplete"):
         packed_ckpt.read_block(broken, "x/config.json")
+
+
+def test_rank_slice_of_an_expert_range() -> None:
+    """A rank's experts within a range tensor (global ids 6..11), cut for TP2, equal packing its
+    slice of those experts' source weights."""
+    g = torch.Generator().manual_seed(3)
+    packed, scales = random_quantized(6, 512, 256, generator=g)  # the range's experts 6..11
+    part = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    spec = packed_ckpt.Projection(24, 512, 256, "h200_ep8", dict(part.options))
+    for rank in range(2):
+        got = packed_ckpt.rank_slice(part.tensors["tiles"], "w13", spec, experts=range(6, 12),
+                                     local_experts=[8, 9, 10, 11], tp_rank=rank, tp_size=2)
+        want = chord_kernels.pack("indexed", *tp_w13(packed[2:], scales[2:], rank, 2), profile="h200_ep8")
+        assert torch.equal(got, want.tensors["tiles"]), rank
+    with pytest.raises(ValueError, match=r"chord w13 tiles \(experts 6-12\): expected int32 \[7, "):
+        packed_ckpt.check_tiles(part.tensors["tiles"], "w13", spec, range(6, 13))
+
+
+@pytest.mark.parametrize("layout", packed_ckpt.TILE_LAYOUTS)
+def test_served_layouts_are_the_indexed_tiles(layout: str) -> None:
+    packed, scales = random_quantized(3, 128, 256, generator=torch.Generator().manual_seed(5))
+    got = chord_kernels.pack(layout, packed, scales, profile="h200_ep8")
+    want = chord_kernels.pack("indexed", packed, scales, profile="h200_tp8")
+    assert got.layout_version == want.layout_version == packed_ckpt.indexed_layout_version()
+    assert got.options == want.options and torch.equal(got.tensors["tiles"], want.tensors["tiles"])
+
+
+def test_read_block_takes_expert_ranges_and_refuses_bad_ones() -> None:
+    meta = {**_block()["projections"]["w13"]["packed_weight"], "chord.layout": "masked",
+            "chord.family": "grouped", "chord.mode": "masked"}
+    block = _block(schema_version=2, layout="masked", expert_ranges=[[0, 0], [1, 1]],
+                   projections={"w13": {"packed_weight": meta}, "w2": {"packed_weight": meta}})
+    got = packed_ckpt.read_block(block, "x/config.json")
+    assert got["w2"].ranges == (range(0, 1), range(1, 2)) and got["w2"].layout == "masked"
+    assert packed_ckpt.param_name("w2", range(1, 2)) == "chord_w2_experts_1_1_tiles"
+    for bad in ([[0, 1], [1, 1]], [[1, 1], [0, 0]], [[0, 0]], [[0, 0], [1, 2]], [[0, -1], [0, 1]], "0-1", None):
+        with pytest.raises(ValueError, match=r"expert_ranges .* do not cover experts 0..1 in order, each once"):
+            packed_ckpt.read_block({**block, "expert_ranges": bad}, "x/config.json")
+    with pytest.raises(ValueError, match="projections.w13 layout is 'masked'; this chord-vllm serves 'indexed'"):
+        packed_ckpt.read_block({**block, "layout": "indexed"}, "x/config.json")

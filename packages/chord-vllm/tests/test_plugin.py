@@ -145,7 +145,7 @@ def test_version_gate_takes_every_033(version: str) -> None:
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Tiny Kimi K2-Thinking and K2.5 checkpoints, and a chord-pack conversion of the first."""
+    """Tiny Kimi K2-Thinking and K2.5 checkpoints, and a chord-pack conversion of the first (schema 1)."""
     from chord_pack.convert import convert
 
     root = tmp_path_factory.mktemp("kimi")
@@ -153,7 +153,8 @@ def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for style in ("k2-thinking", "k2.5"):
         out[style] = write_checkpoint(root / style, kimi_config(style, **DIMS), kimi_tensors(style, **DIMS))
     out["packed"] = root / "packed"
-    convert(out["k2-thinking"], out["packed"], "indexed", "h200_ep8", max_shard_bytes=1_000_000)
+    convert(out["k2-thinking"], out["packed"], "indexed", "h200_ep8", max_shard_bytes=1_000_000,
+            experts_per_tensor=DIMS["experts"])  # schema 1: one tensor of all experts
     return out
 
 
@@ -184,6 +185,8 @@ def test_chord_packed_config_reads_the_block(checkpoints) -> None:
     mapper = config.get_checkpoint_weight_mapper()
     assert mapper.map_name("model.layers.1.mlp.experts.chord.w13.tiles") == \
         "model.layers.1.mlp.experts.routed_experts.chord_w13_tiles"
+    assert mapper.map_name("model.layers.1.mlp.experts.chord.w2.experts_6_11.tiles") == \
+        "model.layers.1.mlp.experts.routed_experts.chord_w2_experts_6_11_tiles"  # schema 2: one per range
     assert mapper.map_name("model.layers.1.mlp.experts.3.gate_proj.g_idx") is None  # vLLM's own rule kept
 
 
@@ -198,8 +201,11 @@ def _edit_config(src: Path, dst: Path, edit) -> Path:
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda c: c.pop("chord_pack"), "there is no chord_pack block"),
     (lambda c: c["chord_pack"].update(layout_version=99), "layout_version is 99; this chord-vllm serves 2"),
-    (lambda c: c["chord_pack"].update(layout="grouped"), "layout is 'grouped'; this chord-vllm serves 'indexed'"),
-    (lambda c: c["chord_pack"].update(schema_version=2), "schema_version is 2"),
+    (lambda c: c["chord_pack"].update(layout="grouped"),
+     "layout is 'grouped'; this chord-vllm serves one of 'indexed', 'contiguous', 'masked'"),
+    (lambda c: c["chord_pack"].update(schema_version=3), "schema_version is 3; this chord-vllm serves one of 1, 2"),
+    (lambda c: c["chord_pack"].update(schema_version=2), "expert_ranges None do not cover experts 0..7"),
+    (lambda c: c["chord_pack"].update(expert_ranges=[[0, 7]]), "schema_version 1 has no expert_ranges"),
     (lambda c: c["chord_pack"]["projections"].pop("w2"), "projections are ['w13']"),
 ])
 def test_chord_packed_config_refuses_what_it_cannot_serve(checkpoints, tmp_path, edit, message) -> None:

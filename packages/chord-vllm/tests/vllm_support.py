@@ -76,7 +76,9 @@ def build_layer(quant_config, *, layer: int = 1, experts: int, hidden: int, inte
     p = parallel_config(**parallel)
     manager = ExpertMapManager(
         max_num_batched_tokens=256, top_k=top_k, global_num_experts=experts, num_redundant_experts=0,
-        num_expert_group=None, moe_parallel_config=p, placement_strategy=placement, enable_eplb=False)
+        # vLLM places round-robin only for grouped routing (DeepSeek V3); otherwise it falls back to linear
+        num_expert_group=2 if placement == "round_robin" else None, moe_parallel_config=p,
+        placement_strategy=placement, enable_eplb=False)
     cfg = moe_config(p, experts=experts, hidden=hidden, intermediate=intermediate, top_k=top_k,
                      local=manager.local_num_experts)
     with set_current_vllm_config(VllmConfig()):

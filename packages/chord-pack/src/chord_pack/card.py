@@ -39,13 +39,19 @@ LAYOUT_USES = {
 """What reads each layout, for the card (a layout not listed is described by its record only)."""
 
 
+VLLM_LAYOUTS = ("indexed", "contiguous", "masked")
+"""Layouts chord-vllm serves (all hold the indexed tiles' bytes), in either schema."""
+
+
 def _serving(plan: Plan) -> str:
     """Which loaders take this checkpoint today, truthfully."""
-    if plan.layout == "indexed" and plan.expert_ranges is None:
-        return ("vLLM with the chord-vllm plugin serves this checkpoint as it is (each rank keeps its "
-                "experts and TP slice)")
-    return ("chord-vllm does not load it yet (it loads `indexed` checkpoints holding all experts per "
-            "tensor); read it through the chord-kernels Python API")
+    if plan.layout not in VLLM_LAYOUTS:
+        return ("chord-vllm does not load it (it loads the `indexed`, `contiguous` and `masked` layouts); "
+                "read it through the chord-kernels Python API")
+    reads = ("an expert-parallel rank reads only the expert ranges holding its experts"
+             if plan.expert_ranges is not None else "every rank reads each whole tensor")
+    return (f"vLLM with the chord-vllm plugin serves this checkpoint as it is, on Chord's indexed "
+            f"kernels ({reads}, and each rank keeps its experts and TP slice)")
 
 
 def model_card(plan: Plan) -> ModelCard:

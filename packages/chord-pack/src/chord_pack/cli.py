@@ -151,7 +151,8 @@ def convert(
     shard_size: Annotated[int, typer.Option(min=1, help="Target shard size in bytes.")] = 5 * 10**9,
     experts_per_tensor: Annotated[int | None, typer.Option(min=1, help=(
         "Cut each packed projection into tensors of this many experts, so an expert-parallel rank "
-        "reads only its own (default: E/gcd(E, 64) for contiguous and masked, all experts otherwise)."))] = None,
+        "reads only its own (default: E/gcd(E, 64) for the layouts chord-vllm serves, all experts "
+        "otherwise)."))] = None,
 ) -> None:
     """Convert SRC into a pre-permuted checkpoint for chord-kernels LAYOUT (SRC is only read)."""
     from chord_pack.convert import convert as run_convert

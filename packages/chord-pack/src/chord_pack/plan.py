@@ -9,10 +9,10 @@ copied byte for byte in chunks.
 Expert ranges: the packed tensors of a projection hold all its experts (``[E, ...]``, schema
 version 1), or are cut by expert range into one tensor per range of ``experts_per_tensor``
 experts (schema version 2), so that an expert-parallel rank reads only its own experts' bytes.
-The grouped family's layouts (``contiguous``, ``masked``: the EP kernels) are written in ranges
-by default, ``E / gcd(E, 64)`` experts each (6 for Kimi's 384), so that each rank of any EP size
-dividing ``gcd(E, 64)`` reads whole ranges of its own; other layouts hold all experts per tensor
-unless asked (chord-vllm loads ``indexed`` in that form). Ranges need a layout that packs experts
+The layouts chord-vllm serves (``indexed``, and the grouped family's ``contiguous`` and
+``masked``) are written in ranges by default, ``E / gcd(E, 64)`` experts each (6 for Kimi's 384),
+so that each rank of any EP size dividing ``gcd(E, 64)`` reads whole ranges of its own; other
+layouts hold all experts per tensor unless asked. Ranges need a layout that packs experts
 independently.
 
 Memory bound: experts are read, packed and written in chunks of ``expert_chunk_bytes`` when
@@ -71,8 +71,9 @@ from chord_pack.st import COPY_CHUNK_BYTES, DTYPE_NAMES, Header, TensorInfo, nby
 
 SCHEMA_VERSIONS = {1: "all experts per tensor", 2: "expert ranges"}
 """``chord_pack.schema_version`` -> how the packed tensors are cut (see the module docstring)."""
-RANGED_FAMILIES = ("grouped",)
-"""Kernel families whose layouts are written in expert ranges by default (expert parallelism)."""
+RANGED_FAMILIES = ("indexed", "grouped")
+"""Kernel families whose layouts are written in expert ranges by default (what chord-vllm serves:
+an expert-parallel rank reads only its ranges)."""
 MAX_EP_RANKS = 64
 """Default ranges are whole for every EP size that divides gcd(E, MAX_EP_RANKS)."""
 DEFAULT_SHARD_BYTES = 5 * 10**9

@@ -62,4 +62,5 @@ class ChordCompressedTensorsConfig(CompressedTensorsConfig):
         if self.quant_format != PACKED_FORMAT:
             return mapper
         return mapper | WeightsMapper(orig_to_new_regex={
-            packed_ckpt.NAME_PATTERN: packed_ckpt.NAME_REPLACEMENT})
+            packed_ckpt.NAME_PATTERN: packed_ckpt.NAME_REPLACEMENT,
+            packed_ckpt.RANGE_NAME_PATTERN: packed_ckpt.RANGE_NAME_REPLACEMENT})

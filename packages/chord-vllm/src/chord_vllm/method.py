@@ -3,7 +3,9 @@
 Original Kimi checkpoints (compressed-tensors ``pack-quantized``) load into exactly the parameters
 vLLM's own compressed-tensors method creates, through vLLM's loader and its TP/EP sharding; after
 loading they are packed into Chord's indexed layout on the GPU and the source tensors are freed.
-chord-pack checkpoints load their tiles directly (:mod:`chord_vllm.packed_ckpt`). Either way the
+chord-pack checkpoints load their tiles directly (:mod:`chord_vllm.packed_ckpt`), from one tensor
+of all experts or from expert ranges, of which an EP rank reads only its own
+(:mod:`chord_vllm.ep_filter`). Either way the
 kernels are compiled and warmed before vLLM captures CUDA graphs.
 """
 
@@ -26,7 +28,7 @@ from vllm.model_executor.utils import set_weight_attrs
 
 import chord_kernels
 from chord_kernels import PackedWeight
-from chord_vllm import _compat, core, packed_ckpt
+from chord_vllm import _compat, core, ep_filter, packed_ckpt
 from chord_vllm.experts import ChordIndexedExperts
 
 PACK_CHUNK_BYTES = 128 << 20
@@ -46,6 +48,10 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         """The checkpoint's projections when it is a chord-pack output, else None."""
         self.w13: PackedWeight | None = None
         self.w2: PackedWeight | None = None
+        self._local_of_global: list[int] = []
+        """Each global expert's local id on this rank (-1: another rank's), for chord-pack tiles."""
+        self._loaded: dict[str, set[int]] = {}
+        """Local experts whose chord-pack tiles arrived, per projection."""
 
     def maybe_roundup_sizes(self, hidden_size: int, intermediate_size_per_partition: int,
                             act_dtype: torch.dtype, moe_parallel_config: FusedMoEParallelConfig
@@ -84,6 +90,9 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         assert self.packed is not None
         moe = self.moe
         want = {"w13": (2 * moe.intermediate_size, hidden_size), "w2": (hidden_size, moe.intermediate_size)}
+        self._local_of_global = [layer._map_global_expert_id_to_local_expert_id(g) for g in range(moe.num_experts)]
+        local = packed_ckpt.expert_slices(moe.num_experts, self._local_of_global)
+        self._loaded = {proj: set() for proj in self.packed}
         for proj, spec in self.packed.items():
             if (spec.num_experts, spec.n, spec.k) != (moe.num_experts, *want[proj]):
                 raise ValueError(
@@ -95,22 +104,38 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
             tiles = torch.empty(packed_ckpt.tiles_shape(num_experts, n, k, self.profile), dtype=torch.int32)
             param = torch.nn.Parameter(tiles, requires_grad=False)
             layer.register_parameter(packed_ckpt.param_name(proj), param)
-            set_weight_attrs(param, {"weight_loader": self._tile_loader(layer, proj, spec)})
+            for experts in spec.ranges or (None,):
+                if experts is not None:  # vLLM names no tensor to a loader: one parameter per range
+                    param = torch.nn.Parameter(torch.empty(0, dtype=torch.int32), requires_grad=False)
+                    layer.register_parameter(packed_ckpt.param_name(proj, experts), param)
+                set_weight_attrs(param, {"weight_loader": self._tile_loader(layer, proj, spec, experts)})
+        if any(spec.ranges for spec in self.packed.values()):
+            ep_filter.expect(layer.layer_name, local)
 
     def _local_nk(self, proj: str) -> tuple[int, int]:
         i, h = self.moe.intermediate_size_per_partition, self.moe.hidden_dim
         return (2 * i, h) if proj == "w13" else (h, i)
 
-    def _tile_loader(self, layer: RoutedExperts, proj: str, spec: packed_ckpt.Projection):
+    def _tile_loader(self, layer: RoutedExperts, proj: str, spec: packed_ckpt.Projection,
+                     experts: range | None):
+        """The loader of the tensor of ``experts`` (None: all): it writes the rank's experts among
+        them, cut for TP, into the rank's tiles at their local ids; other ranks' experts are dropped."""
+        span = range(spec.num_experts) if experts is None else experts
+
         def load(param: torch.nn.Parameter, loaded: torch.Tensor) -> None:
-            local = packed_ckpt.expert_slices(spec.num_experts, [
-                layer._map_global_expert_id_to_local_expert_id(g) for g in range(spec.num_experts)])
-            cut = packed_ckpt.rank_slice(loaded, proj, spec, local_experts=local,
+            mine = [(g, self._local_of_global[g]) for g in span if self._local_of_global[g] >= 0]
+            if not mine:
+                packed_ckpt.check_tiles(loaded, proj, spec, experts)
+                return
+            cut = packed_ckpt.rank_slice(loaded, proj, spec, local_experts=[g for g, _ in mine], experts=experts,
                                          tp_rank=self.moe.tp_rank, tp_size=self.moe.tp_size)
-            if cut.shape != param.shape:
+            tiles = getattr(layer, packed_ckpt.param_name(proj))
+            ids = [lid for _, lid in mine]
+            if cut.shape != (len(ids), *tiles.shape[1:]):
                 raise ValueError(f"{self.prefix}: chord {proj} tiles for this rank are {list(cut.shape)}, "
-                                 f"the parameter is {list(param.shape)}")
-            param.data.copy_(cut)
+                                 f"expected {[len(ids), *tiles.shape[1:]]}")
+            tiles.data.index_copy_(0, torch.tensor(ids, device=tiles.device), cut.to(tiles.device))
+            self._loaded[proj].update(ids)
 
         return load
 
@@ -120,6 +145,7 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
             self.w2 = self._pack_source(layer, "w2")
         else:
             self.w13, self.w2 = (self._loaded_tiles(layer, p) for p in packed_ckpt.PROJECTIONS)
+            self._drop_range_params(layer)
         layer.w13_weight = getattr(layer, packed_ckpt.param_name("w13"))
         layer.w2_weight = getattr(layer, packed_ckpt.param_name("w2"))
         device = self.w13.tensors["tiles"].device
@@ -165,12 +191,29 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
 
     def _loaded_tiles(self, layer: RoutedExperts, proj: str) -> PackedWeight:
         assert self.packed is not None
+        spec = self.packed[proj]
         tiles = getattr(layer, packed_ckpt.param_name(proj)).data
+        missing = sorted(g for g, lid in enumerate(self._local_of_global) if lid >= 0 and lid not in self._loaded[proj])
+        if missing and self._loaded[proj]:
+            raise ValueError(f"{self.prefix}: chord {proj} tiles of local experts {missing} were never loaded: "
+                             "the checkpoint lacks their tensors, or vLLM skipped reading them")
+        if missing:  # nothing at all: vLLM's dummy weights (--load-format dummy), or a checkpoint without them
+            _compat.log_once(logging.WARNING, f"Chord: no chord {proj} tiles were loaded into {self.prefix} "
+                                              "(dummy weights?); its experts compute garbage", key="no tiles")
+        if (spec.layout, spec.profile) != (packed_ckpt.LAYOUT, self.profile):
+            held = "one tensor of all experts" if spec.ranges is None else f"{len(spec.ranges)} expert ranges"
+            _compat.log_once(logging.INFO, f"Chord: the checkpoint was packed as layout {spec.layout}, profile "
+                                           f"{spec.profile} ({held}); this deployment serves it as layout "
+                                           f"{packed_ckpt.LAYOUT}, profile {self.profile} (same tile bytes)")
         n, k = self._local_nk(proj)
-        if self.packed[proj].profile != self.profile:
-            _compat.log_once(logging.INFO, f"Chord: the checkpoint was packed for profile {self.packed[proj].profile}; "
-                                           f"this deployment runs it as {self.profile} (same layout bytes)")
-        return self.packed[proj].weight(tiles, num_experts=tiles.shape[0], n=n, k=k, profile=self.profile)
+        return spec.weight(tiles, num_experts=tiles.shape[0], n=n, k=k, profile=self.profile)
+
+    def _drop_range_params(self, layer: RoutedExperts) -> None:
+        """The empty per-range parameters only routed tensors to loaders; the tiles hold the data."""
+        assert self.packed is not None
+        for proj, spec in self.packed.items():
+            for experts in spec.ranges or ():
+                delattr(layer, packed_ckpt.param_name(proj, experts))
 
     def get_fused_moe_quant_config(self, layer: RoutedExperts) -> FusedMoEQuantConfig:
         # Activations stay bf16 through every prepare; the scales live inside Chord's tiles.
