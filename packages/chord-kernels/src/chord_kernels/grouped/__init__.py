@@ -7,14 +7,26 @@ low-latency ``[G, max_m, K]`` buffers (decode). ``routing.contiguous_layout`` an
 """
 
 from chord_kernels.grouped.api import (
-           contiguous,
-           contiguous_block_m,
-           kernels,
-           masked,
-           masked_block_m,
-           prepare,
+    contiguous,
+    contiguous_block_m,
+    contiguous_routing,
+    kernels,
+    masked,
+    masked_block_m,
+    masked_routing,
+    prepare,
 )
 from chord_kernels.grouped.layout import MODES, GroupedLayout
 
-__all__ = ["MODES", "GroupedLayout", "contiguous", "contiguous_block_m", "kernels", "masked", "masked_block_m",
-           "prepare"]
+__all__ = [
+    "MODES",
+    "GroupedLayout",
+    "contiguous",
+    "contiguous_block_m",
+    "contiguous_routing",
+    "kernels",
+    "masked",
+    "masked_block_m",
+    "masked_routing",
+    "prepare",
+]

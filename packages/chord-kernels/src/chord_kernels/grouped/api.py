@@ -69,6 +69,32 @@ def _masked_constants(groups: int, max_m: int, block_m: int,
     return key, flat_row, block_start, group.contiguous(), used
 
 
+Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""``sorted_token_ids``, ``expert_ids``, ``num_tokens_post_padded``: what the indexed engine reads."""
+
+
+def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
+    """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment): block
+    ``b`` is rows ``[b * block_m, (b + 1) * block_m)``, its expert the largest ``m_indices`` entry
+    there (-1: padding only, skipped), a row of another expert or of padding a sentinel. Slot = row."""
+    m = m_indices.numel()
+    rows, used = _contiguous_constants(m, block_m, m_indices.device)
+    blocks = m_indices.view(m // block_m, block_m)
+    expert_ids = blocks.amax(dim=1)
+    return torch.where(blocks == expert_ids.unsqueeze(1), rows, m).view(-1), expert_ids, used
+
+
+def masked_routing(masked_m: torch.Tensor, max_m: int, block_m: int) -> Routing:
+    """The routing blocks of a masked layout: ``ceil(max_m / block_m)`` blocks per group, row ``r``
+    of group ``g`` is slot ``g * max_m + r`` while ``r < masked_m[g]`` (and ``< max_m``), a block
+    past the count has expert -1 (skipped), a row past it is a sentinel."""
+    groups = masked_m.numel()
+    key, flat_row, block_start, group, used = _masked_constants(groups, max_m, block_m, masked_m.device)
+    valid = masked_m.unsqueeze(1)
+    sorted_token_ids = torch.where(key < valid, flat_row, groups * max_m).view(-1)
+    return sorted_token_ids, torch.where(block_start < valid, group, -1).view(-1), used
+
+
 def contiguous(
     a: torch.Tensor,
     weight: PackedWeight,
@@ -98,11 +124,7 @@ def contiguous(
     if m == 0:
         return out
     block_m = contiguous_block_m(hardware.arch(device.index))
-    rows, used = _contiguous_constants(m, block_m, device)
-    blocks = m_indices.view(m // block_m, block_m)
-    expert_ids = blocks.amax(dim=1)  # -1: a block of padding rows only
-    sorted_token_ids = torch.where(blocks == expert_ids.unsqueeze(1), rows, m).view(-1)
-    return run_gemm(a, weight, sorted_token_ids, expert_ids, used, block_m=block_m, top_k=1,
+    return run_gemm(a, weight, *contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
                     out=out, workspace=workspace)
 
 
@@ -119,8 +141,8 @@ def masked(
     ``masked_m[g]`` rows of ``a`` (``[G, max_m, K]`` or ``[G * max_m, K]``) by expert ``g``.
 
     ``masked_m`` is int32 ``[G]`` on the device (the count DeepEP's low-latency dispatch returns;
-    a count above ``max_m`` selects ``max_m`` rows, a negative one none); ``expected_m`` (a host int, the mean rows per group)
-    sizes the routing blocks. Output rows past ``masked_m[g]`` are left as they are.
+    a count above ``max_m`` selects ``max_m`` rows, a negative one none); ``expected_m`` (a host
+    int, the mean rows per group) sizes the routing blocks. Output rows past ``masked_m[g]`` are left as they are.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=(2, 3), device="cuda", contiguous=True)
     device = a.device
@@ -140,11 +162,7 @@ def masked(
     if max_m == 0:
         return out
     block_m = masked_block_m(weight, max(1, min(expected_m, max_m)))
-    key, flat_row, block_start, group, used = _masked_constants(groups, max_m, block_m, device)
-    valid = masked_m.unsqueeze(1)
-    sorted_token_ids = torch.where(key < valid, flat_row, groups * max_m).view(-1)
-    expert_ids = torch.where(block_start < valid, group, -1).view(-1)  # a block past the count: skipped
-    run_gemm(flat, weight, sorted_token_ids, expert_ids, used, block_m=block_m, top_k=1,
+    run_gemm(flat, weight, *masked_routing(masked_m, max_m, block_m), block_m=block_m, top_k=1,
              out=out.view(groups * max_m, weight.n), workspace=workspace)
     return out
 

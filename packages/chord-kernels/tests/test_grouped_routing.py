@@ -1,0 +1,59 @@
+"""The grouped family's routing blocks on the CPU: run through the reference indexed GEMM, they
+give exactly the grouped reference (the GPU path hands the same tensors to the indexed engine,
+whose kernels test_indexed_*_gpu.py check against that reference)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from chord_kernels import reference, routing
+from chord_kernels.formats import random_quantized
+from chord_kernels.grouped import contiguous_routing, masked_routing
+
+
+def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.float() - want.float()).norm() / want.float().norm().clamp_min(1e-30)).item()
+
+
+@pytest.mark.parametrize(("experts", "tokens", "top_k", "block_m"), [(6, 50, 2, 128), (4, 9, 1, 32), (5, 1, 3, 8),
+                                                                     (3, 300, 1, 64)])
+def test_contiguous_routing_is_the_grouped_contiguous_gemm(experts: int, tokens: int, top_k: int, block_m: int) -> None:
+    g = torch.Generator().manual_seed(experts * 100 + tokens)
+    ids = torch.rand(tokens, experts, generator=g).argsort(dim=1)[:, :top_k]
+    if tokens == 300:
+        ids[:] = 1  # one hot expert, the others empty
+    layout = routing.contiguous_layout(ids, experts)
+    weight = random_quantized(experts, 40, 96, generator=g)
+    a = torch.randn(layout.m_indices.numel(), 96, generator=g).to(torch.bfloat16)
+    sorted_ids, expert_ids, used = contiguous_routing(layout.m_indices, block_m)
+    assert int(used) == layout.m_indices.numel() == sorted_ids.numel()
+    got = reference.indexed_gemm(a, weight, sorted_ids, expert_ids, used, block_m=block_m, top_k=1)
+    want = reference.grouped_contiguous(a, weight, layout.m_indices)
+    assert _rel_err(got, want) < 1e-6
+    assert torch.equal(got[layout.m_indices < 0].abs().sum(dim=1), torch.zeros(int((layout.m_indices < 0).sum())))
+
+
+def test_masked_routing_is_the_grouped_masked_gemm() -> None:
+    g = torch.Generator().manual_seed(7)
+    groups, max_m, k = 6, 21, 64
+    weight = random_quantized(groups, 24, k, generator=g)
+    a = torch.randn(groups * max_m, k, generator=g).to(torch.bfloat16)
+    for counts in ([0, 21, 1, 20, 8, 0], [21] * 6, [0] * 6, [3, 9, 16, 17, 5, 2]):
+        masked_m = torch.tensor(counts, dtype=torch.int32)
+        for block_m in (8, 16, 24, 32):
+            sorted_ids, expert_ids, used = masked_routing(masked_m, max_m, block_m)
+            per_group = -(-max_m // block_m)
+            assert sorted_ids.numel() == int(used) == groups * per_group * block_m
+            assert expert_ids.numel() == groups * per_group
+            got = reference.indexed_gemm(a, weight, sorted_ids, expert_ids, used, block_m=block_m, top_k=1)
+            want = reference.grouped_masked(a, weight, masked_m)
+            assert _rel_err(got, want) < 1e-6, (counts, block_m)
+
+
+def test_masked_counts_outside_the_buffer_select_all_or_nothing() -> None:
+    sorted_ids, expert_ids, _ = masked_routing(torch.tensor([30, -4], dtype=torch.int32), max_m=10, block_m=8)
+    sentinel = 2 * 10
+    assert sorted_ids[:10].tolist() == list(range(10))  # 30 > max_m: all 10 rows, never the next group's
+    assert (sorted_ids[10:16] == sentinel).all() and (sorted_ids[16:] == sentinel).all()
+    assert expert_ids.tolist() == [0, 0, -1, -1]
