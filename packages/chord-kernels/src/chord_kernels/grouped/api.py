@@ -1,12 +1,11 @@
 """The grouped family's GEMMs: DeepGEMM-style ``contiguous`` (prefill) and ``masked`` (decode).
 
-Both run on the indexed family's engine (the WGMMA kernel on sm_90a, whose token tile is the
-wgmma N and shrinks per block to the rows it holds; the decode kernel for small blocks): their
-row structure is turned into routing blocks on the device with a few elementwise ops, never a
-host synchronization, so both are CUDA-graph capturable once a first eager call (or
-:func:`prepare` plus one call) has loaded the kernel and built the per-shape index constants. The weight is packed with layout
-``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped family's record) and each
-entry point refuses the other mode's weight.
+Both run on the indexed family's engine (the WGMMA kernel on sm_90a, the decode kernel for small
+blocks): their row structure is turned into routing blocks on the device with a few elementwise
+ops, never a host synchronization, so both are CUDA-graph capturable once a first eager call (or
+:func:`prepare` plus one call) has loaded the kernel and built the per-shape index constants. The
+weight is packed with layout ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped
+family's record) and each entry point refuses the other mode's weight.
 """
 
 from __future__ import annotations
@@ -19,30 +18,28 @@ from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.api import check_weight, run_gemm
+from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
 from chord_kernels.indexed.heuristics import choose_block_m
-from chord_kernels.indexed.planner import KIMI_SHAPES, check_block_m, configs_for
+from chord_kernels.indexed.planner import KIMI_SHAPES, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.jit import CudaKernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
-CONTIGUOUS_BLOCK_M_SM90 = CONTIGUOUS_ALIGNMENT
-"""On sm_90a a contiguous routing block is one whole 128-row aligned segment (the WGMMA kernel
-narrows its tile to the segment's real rows)."""
-
 
 def contiguous_block_m(arch: str) -> int:
     """Routing block of the contiguous mode: it divides the 128-row alignment, so no block ever
-    spans two experts' segments."""
+    spans two experts' segments (on sm_90a, one whole segment)."""
     if arch == WGMMA_ARCH:
-        return CONTIGUOUS_BLOCK_M_SM90
+        return CONTIGUOUS_ALIGNMENT
     return max(b for b in BLOCK_MS if CONTIGUOUS_ALIGNMENT % b == 0)
 
 
 def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
-    """Routing block of the masked mode: the indexed rule for ``expected_m`` rows per group."""
-    return choose_block_m(weight, expected_m * weight.num_experts)
+    """Routing block of the masked mode: the indexed rule for ``expected_m`` rows per group (at
+    least one), the same for :func:`masked` and :func:`prepare`."""
+    return choose_block_m(weight, max(1, expected_m) * weight.num_experts)
 
 
 @functools.lru_cache(maxsize=64)
@@ -161,7 +158,7 @@ def masked(
     out = output_tensor(out, (groups, max_m, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
     if max_m == 0:
         return out
-    block_m = masked_block_m(weight, max(1, min(expected_m, max_m)))
+    block_m = masked_block_m(weight, expected_m)
     run_gemm(flat, weight, *masked_routing(masked_m, max_m, block_m), block_m=block_m, top_k=1,
              out=out.view(groups * max_m, weight.n), workspace=workspace)
     return out
@@ -171,17 +168,13 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
             device: torch.device | str | int | None = None) -> None:
     """Compile and load what :func:`contiguous` (or, with ``expected_m``, :func:`masked`) launches
     for ``weight``; call it before CUDA-graph capture."""
-    from chord_kernels.indexed.api import prepare as prepare_indexed
-
     dev = hardware.cuda_device(device)
-    arch = hardware.arch(dev.index)
     if weight.mode == "masked":
         if expected_m is None:
             raise ChordInputError("expected_m: the masked mode sizes its blocks from it; pass the mean rows per group")
-        block_m = masked_block_m(weight, max(1, expected_m))
+        block_m = masked_block_m(weight, expected_m)
     else:
-        block_m = contiguous_block_m(arch)
-    check_block_m(block_m, arch)
+        block_m = contiguous_block_m(hardware.arch(dev.index))
     prepare_indexed(weight, block_m, dev)
 
 
