@@ -158,15 +158,17 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 160) == 8       # ep8_decode, tok_e 3.3: the decode kernel
     assert choose(pw, 1) == 8
     assert choose(pw, 400) == 16      # tok_e 8.3: still the decode kernel
-    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 32) up to 64 rows ...
+    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 32) below 64 ...
     assert choose(pw, 768) == 32      # ep8_tok16
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
-    # ... then 128 (two 64-channel tiles per warpgroup still fit the registers).
-    assert choose(pw, 6144) == 128    # ep8_tok128
-    assert choose(pw, 16368) == 128   # ep8_tok341
+    # ... then 64-row blocks, two per WGMMA work item.
+    assert choose(pw, 48 * 48) == 64  # tok_e 48: the middle rule's tile reaches 64
+    assert choose(pw, 3072) == 64     # ep8_masked64
+    assert choose(pw, 6144) == 64     # ep8_tok128
+    assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
-    assert choose(tp8, 8192 * 8) == 128  # tp8_8192, tok_e 171
+    assert choose(tp8, 8192 * 8) == 64  # tp8_8192, tok_e 171
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
     assert choose(bw, 768) == 24
@@ -184,12 +186,15 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         for n, k in [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (40, 96)]:
             cfg = choose_wgmma_config(n, k, bm)
             assert cfg.block_m == bm and cfg.stages >= 2
-            assert cfg.mt * bm <= 256  # accumulator registers
+            assert cfg.mt * cfg.tile <= 256  # accumulator registers
+            assert cfg.items == (2 if bm == heuristics.PREFILL_BLOCK else 1)
             assert cfg.smem_bytes(0) + 4096 <= SMEM_LIMIT
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=256, mt=2)
+    with pytest.raises(ChordInputError):
+        WgmmaConfig(block_m=64, mt=2, items=3)  # 192 tokens x two tiles of accumulators
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

@@ -13,7 +13,7 @@ from test_indexed_gpu import Case, _rel_err, _routing, _weights
 
 import chord_kernels
 from chord_kernels import reference
-from chord_kernels.indexed import gemm
+from chord_kernels.indexed import gemm, plan, routing_capacity
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.routing import align_block_size
 
@@ -48,6 +48,18 @@ WCASES = [
     WCase(Case("bm256", 4, 128, 256, 600, 1, block_m=256), WgmmaConfig(256, 1, 128, 2)),
     WCase(Case("bm128_mt2", 6, 512, 1024, 700, 1, block_m=128), WgmmaConfig(128, 2, 128, 3)),
     WCase(Case("bm200_stages2", 6, 320, 768, 900, 1, block_m=200, weighted=True), WgmmaConfig(200, 1, 128, 2)),
+    # Items of several routing blocks: runs of 1 .. > items blocks, each width's instantiation.
+    WCase(Case("items4_ep8_gate_up", 48, 4096, 7168, 6144, 1, block_m=32), WgmmaConfig(32, 2, 256, 2, items=4)),
+    WCase(Case("items8_tp8_down_weighted", 384, 7168, 256, 8192, 1, block_m=16, weighted=True),
+          WgmmaConfig(16, 2, 256, 2, items=8)),
+    WCase(Case("items3_edges_weighted", 6, 264, 1056, 40, 2, block_m=8, weighted=True),
+          WgmmaConfig(8, 2, 256, 3, items=3)),
+    WCase(Case("items4_hot_expert", 4, 200, 512, 300, 1, block_m=16, routing="hot"), WgmmaConfig(16, 2, 256, 2, items=4)),
+    WCase(Case("items4_empty_experts", 8, 136, 448, 90, 2, block_m=16, routing="sparse"),
+          WgmmaConfig(16, 2, 256, 3, items=4)),
+    WCase(Case("items4_expert_map", 16, 192, 640, 200, 4, block_m=16, routing="mapped", weighted=True),
+          WgmmaConfig(16, 2, 256, 3, items=4)),
+    WCase(Case("items2_bm128_mt1", 6, 320, 768, 900, 1, block_m=128), WgmmaConfig(128, 1, 128, 2, items=2)),
 ]
 
 
@@ -104,6 +116,38 @@ def test_wgmma_cuda_graph_capture_and_replay() -> None:
     graph.replay()
     torch.cuda.synchronize()
     ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                                 block_m=block_m, top_k=top_k)
+    assert not out.isnan().any()
+    assert _rel_err(out, ref) <= REL_TOL
+
+
+@pytest.mark.parametrize("walk", [False, True], ids=["listed", "walked"])
+def test_items_over_shuffled_blocks(walk: bool) -> None:
+    """Routing blocks in a random order (an expert's blocks in several runs, as the contract
+    allows) with items listed in shared memory, and with more routing blocks than the list holds
+    (the kernel walks the blocks and cuts runs at multiples of the item size)."""
+    gen = torch.Generator(device="cuda").manual_seed(17 + walk)
+    e, n, k, top_k, block_m = 64, 136, 256, 3, 16
+    rows = 8192 if walk else 600
+    config = WgmmaConfig(block_m, 2, 256, 2, items=8)
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, block_m, e)
+    used = int(r.num_tokens_post_padded.item()) // block_m
+    order = torch.randperm(used, generator=gen, device="cuda")
+    sorted_ids = r.sorted_token_ids.clone()
+    sorted_ids[:used * block_m] = r.sorted_token_ids[:used * block_m].view(used, block_m)[order].flatten()
+    expert_ids = r.expert_ids.clone()
+    expert_ids[:used] = r.expert_ids[:used][order]
+    capacity = routing_capacity(sorted_ids, expert_ids, block_m)
+    launch = plan(pw, block_m=block_m, capacity=capacity, config=config)
+    assert (launch.list_cap < used) == walk, (launch.list_cap, used)
+    a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+    out = torch.full((rows * top_k, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(a, pw, sorted_ids, expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=top_k, out=out,
+         config=config)
+    ref = reference.indexed_gemm(a, (packed, scales), sorted_ids, expert_ids, r.num_tokens_post_padded,
                                  block_m=block_m, top_k=top_k)
     assert not out.isnan().any()
     assert _rel_err(out, ref) <= REL_TOL

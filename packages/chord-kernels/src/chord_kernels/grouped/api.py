@@ -20,7 +20,7 @@ from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.api import check_weight, run_gemm
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
-from chord_kernels.indexed.heuristics import choose_block_m
+from chord_kernels.indexed.heuristics import PREFILL_BLOCK, choose_block_m
 from chord_kernels.indexed.planner import KIMI_SHAPES, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.jit import CudaKernel
@@ -30,9 +30,10 @@ from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
 def contiguous_block_m(arch: str) -> int:
     """Routing block of the contiguous mode: it divides the 128-row alignment, so no block ever
-    spans two experts' segments (on sm_90a, one whole segment)."""
+    spans two experts' segments (on sm_90a the prefill block: a work item takes two, one weight
+    pass per 128 rows, and an all-padding half of a segment is skipped)."""
     if arch == WGMMA_ARCH:
-        return CONTIGUOUS_ALIGNMENT
+        return PREFILL_BLOCK
     return max(b for b in BLOCK_MS if CONTIGUOUS_ALIGNMENT % b == 0)
 
 

@@ -26,7 +26,7 @@ from chord_kernels import hardware
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
 from chord_kernels.indexed.heuristics import (
-    WIDE_BLOCKS,
+    PREFILL_BLOCK,
     choose_config,
     choose_schedule,
     general_config,
@@ -148,11 +148,24 @@ def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str
     return choose_schedule(cfg, capacity * cfg.ntiles(n), num_sms)
 
 
+LIST_ENTRY_BLOCKS = 1 << 16
+"""List entries hold their block index in 16 bits: longer routing walks every block."""
+
+
+def _list_cap(cfg: KernelConfig, capacity: int) -> int:
+    """Routing blocks (decode kernel: all or none) or work items (WGMMA kernel: as many as fit;
+    it walks the blocks when a launch's items outnumber them) listed in shared memory."""
+    if isinstance(cfg, WgmmaConfig):
+        fit = (cfg.per_cta_budget() - cfg.smem_bytes(0)) // 4
+        return max(0, min(capacity, fit)) if capacity <= LIST_ENTRY_BLOCKS else 0
+    if capacity <= LIST_CAP_LIMIT and cfg.smem_bytes(capacity) <= cfg.per_cta_budget():
+        return capacity
+    return 0  # walk every block instead of compacting them
+
+
 def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPlan:
-    list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
+    list_cap = _list_cap(cfg, capacity)
     smem = cfg.smem_bytes(list_cap)
-    if smem > cfg.per_cta_budget():
-        list_cap, smem = 0, cfg.smem_bytes(0)  # walk every block instead of compacting them
     # Every SM filled, never more CTAs than possible work items.
     grid = max(1, min(num_sms * cfg.ctas_per_sm, capacity * cfg.ntiles(n)))
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
@@ -202,7 +215,7 @@ KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
     """Every configuration the Kimi shapes can launch at any block size (what ``precompile`` builds)."""
     found: dict[KernelConfig, None] = {}
-    wgmma_blocks = (*range(32, 88, 8), *WIDE_BLOCKS) if arch == WGMMA_ARCH else ()  # heuristics.block_ms_for
+    wgmma_blocks = tuple(range(32, PREFILL_BLOCK + 8, 8)) if arch == WGMMA_ARCH else ()  # heuristics.block_ms_for
     for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
         for n, k in KIMI_SHAPES:
             found.update(dict.fromkeys(configs_for(n, k, block_m, arch)))

@@ -1,8 +1,9 @@
 """The indexed WGMMA kernel (sm_90a, ``include/chord/indexed/wgmma.cuh``): its configuration and
 its generated source.
 
-Same routing contract, arguments and packed layout as the decode kernel; the token block is the
-wgmma N dimension, so ``block_m`` may be any multiple of 8 up to 256. As for the decode kernel,
+Same routing contract, arguments and packed layout as the decode kernel; the tokens are the
+wgmma N dimension, so ``block_m`` may be any multiple of 8 up to 256, and a work item may take up
+to ``items`` consecutive routing blocks of one expert (one weight pass for all of them). As for the decode kernel,
 the host's shared-memory size and thread count are checked against the device's by
 static_asserts in the generated source.
 """
@@ -26,7 +27,7 @@ ENTRY = "chord_indexed_wgmma"
 SMEM_LIMIT = SMEM_PER_SM - SMEM_RESERVED_PER_CTA
 """Dynamic shared memory of the one CTA per SM."""
 LIST_RESERVE = 4096
-"""Shared bytes kept for the compacted routing-block list when sizing stages."""
+"""Shared bytes kept for the compacted work-item list when sizing stages."""
 
 
 def _align(x: int, to: int) -> int:
@@ -35,26 +36,36 @@ def _align(x: int, to: int) -> int:
 
 @dataclass(frozen=True)
 class WgmmaConfig:
-    """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m`` tokens (wgmma N), ``mt``
-    64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
+    """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m``-token routing blocks, up to
+    ``items`` of them (consecutive, one expert) per work item, the wgmma N being the item's tokens;
+    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
 
     block_m: int
     mt: int = 1
     bk: int = 256
     stages: int = 4
     consumers: int = 2
+    items: int = 1
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
             raise ChordInputError(f"block_m: expected a multiple of 8 in [8, 256], got {self.block_m}")
-        if self.mt < 1 or self.mt * self.block_m > 256:
-            raise ChordInputError(f"mt: expected 1 <= mt and mt * block_m <= 256 (accumulator registers), got {self}")
+        if not 1 <= self.items <= 32 or self.tile > 256:
+            raise ChordInputError(f"items: expected 1..32 blocks and block_m * items <= 256 tokens, got {self}")
+        if self.mt < 1 or self.mt * self.tile > 256:
+            raise ChordInputError(f"mt: expected 1 <= mt and mt * block_m * items <= 256 (accumulator registers), "
+                                  f"got {self}")
         if self.bk not in (128, 256):
             raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
     ctas_per_sm = 1
+
+    @property
+    def tile(self) -> int:
+        """Tokens of the widest work item (the activation rows of a stage)."""
+        return self.block_m * self.items
 
     @property
     def threads(self) -> int:
@@ -67,16 +78,16 @@ class WgmmaConfig:
 
     @property
     def stage_bytes(self) -> int:
-        act = (self.bk // 64) * self.block_m * 128
+        act = (self.bk // 64) * self.tile * 128
         weights = self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
         return _align(act + weights, 1024)
 
     def smem_bytes(self, list_cap: int) -> int:
         """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
-        header = _align(16 + 12 * self.block_m, 16)
-        epi_tokens = min(self.block_m // 8, 4) * 8
-        epi = self.block_m * 8 + epi_tokens * (self.mt * 128 + 16)
-        offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 64
+        header = _align(16 + 12 * self.tile, 16)
+        epi_tokens = min(self.tile // 8, 4) * 8
+        epi = self.tile * 8 + epi_tokens * (self.mt * 128 + 16)
+        offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 128
         return offset + self.consumers * epi + 4 * list_cap
 
     def per_cta_budget(self) -> int:
@@ -92,25 +103,25 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        return f"{self.block_m}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
         entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);")
         return _SOURCE.format(
-            prelude=prelude(), register_a=_register_a_mma(self.block_m), template_args=self.template_args(),
-            threads=self.threads, smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
+            prelude=prelude(), template_args=self.template_args(), threads=self.threads,
+            register_a="".join(_register_a_mma(self.block_m * j) for j in range(1, self.items + 1)), smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
         ) + entry
 
     def kernel(self) -> CudaKernel:
         return wgmma_kernel(self)
 
 
-def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8) -> int:
-    """Deepest ring that fits one CTA per SM with room for the routing-block list (0 if none)."""
+def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1) -> int:
+    """Deepest ring that fits one CTA per SM with room for the work-item list (0 if none)."""
     fit = 0
     for stages in range(2, limit + 1):
-        cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers)
+        cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers, items=items)
         if cfg.smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT:
             fit = stages
     return fit
@@ -162,17 +173,20 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     """Default WGMMA configuration for ``N x K`` with ``block_m``-token routing blocks.
 
     Measured on the H200 (docs/optimization.md): two 64-channel tiles per consumer warpgroup
-    (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs) with whole
-    256-wide K stages (one 9 KB bulk copy per 64-channel block), as many stages as fit, up to 128
-    tokens; one tile per warpgroup beyond, where two tiles' accumulators would not fit the registers.
+    (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs; one tile,
+    three or four measured 1.1-2x slower) with whole 256-wide K stages (one 9 KB bulk copy per
+    64-channel block), as many stages as fit, up to 128 tokens per work item; from 64-token blocks
+    on, two consecutive blocks of an expert per item (one weight pass for up to 128 rows); one
+    tile per warpgroup beyond 128 tokens, where two tiles' accumulators would not fit the registers.
     """
     del k  # every Kimi K (256 ... 7168) measured best with the same choice
-    mt = 2 if block_m <= 128 and n > 128 else 1
+    items = 2 if block_m == 64 else 1
+    mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
-    stages = max_stages(block_m, mt, bk)
+    stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         bk = 128
-        stages = max_stages(block_m, mt, bk)
+        stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
-    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8))
+    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items)

@@ -512,7 +512,7 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
   int* scratch = reinterpret_cast<int*>(smem + Cfg::kScratchOffset);
   const int used = used_blocks(args, Cfg::kBM);
   int valid_blocks = 0;
-  if (args.list_cap > 0) valid_blocks = compact_blocks<Cfg::kThreads>(args, used, list, scratch);
+  if (args.list_cap > 0) valid_blocks = compact_items<Cfg::kThreads, 1>(args, used, list, scratch);
   __syncthreads();  // barrier initialisation (and the list) visible to every warp
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;

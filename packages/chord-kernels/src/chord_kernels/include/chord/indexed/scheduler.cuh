@@ -1,11 +1,12 @@
-// Work schedule of the indexed decode kernel.
+// Work schedule of the indexed kernels.
 //
-// A work item is (routing block, N tile): the full K of BN output channels of one expert for the
-// block's tokens. Every CTA first compacts the routing blocks that hold a local expert (expert id
-// in [0, E) and inside num_tokens_post_padded, read on the device) into a shared-memory list, so
-// items are dense and equal-sized. Strided schedule: CTA c takes items c, c + G, c + 2G ...;
-// dynamic schedule: the producer takes the next item from a global atomic counter (the last CTA
-// to finish resets the counters, so the kernel stays CUDA-graph replayable).
+// A work item is (routing blocks, N tile): the full K of BN output channels of one expert for the
+// tokens of one routing block (decode kernel) or of up to kItems consecutive blocks of one expert
+// (WGMMA kernel). Every CTA first compacts the items' first blocks (expert id in [0, E) and inside
+// num_tokens_post_padded, read on the device) into a shared-memory list, so items are dense.
+// Strided schedule: CTA c takes items c, c + G, c + 2G ...; dynamic schedule: the producer takes
+// the next item from a global atomic counter (the last CTA to finish resets the counters, so the
+// kernel stays CUDA-graph replayable).
 // Balanced schedule (the decode default): the items' K stages form one sequence of `units` =
 // items x stages and CTA c streams [balanced_start(c), balanced_start(c + 1)), so CTAs differ by
 // at most one stage of work. An item cut by a range boundary is split along K: the CTA holding
@@ -32,20 +33,42 @@ __device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int gr
   return units * cta / grid;
 }
 
-// Compact the valid blocks of [0, used) into `list` (entries: block | expert << 16). All threads
-// of the CTA call it; returns the number of valid blocks.
-template <int kThreads>
-__device__ __forceinline__ int compact_blocks(const Args& args, int used, uint32_t* list,
-                                              int* scratch) {
+// Compact the work items' first blocks of [0, used) into `list` (entries: block | expert << 16;
+// at most args.list_cap are written) and return how many there are. An item is up to kItems
+// consecutive blocks of one local expert: a run of an expert's blocks is cut every kItems blocks
+// from its first. All threads of the CTA call it; `scratch` holds two ints per warp.
+template <int kThreads, int kItems>
+__device__ __forceinline__ int compact_items(const Args& args, int used, uint32_t* list, int* scratch) {
   constexpr int kNumWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int count = 0;
+  int carry = -1;  // the last run start before this chunk
   for (int base = 0; base < used; base += kThreads) {
     const int idx = base + tid;
     int expert = -1;
     if (idx < used) expert = __ldg(args.expert_ids + idx);
     const bool valid = idx < used && static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts);
-    const unsigned mask = __ballot_sync(0xffffffffu, valid);
+    bool start = valid;
+    if constexpr (kItems > 1) {
+      // The run start of each block: an inclusive max-scan of run heads across the CTA.
+      const bool head = valid && (idx == 0 || __ldg(args.expert_ids + idx - 1) != expert);
+      int run = head ? idx : -1;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int up = __shfl_up_sync(0xffffffffu, run, d);
+        if (lane >= d) run = max(run, up);
+      }
+      if (lane == 31) scratch[kNumWarps + warp] = run;
+      __syncthreads();
+      run = max(run, carry);
+      for (int w = 0; w < kNumWarps; ++w) {
+        const int r = scratch[kNumWarps + w];
+        if (w < warp) run = max(run, r);
+        carry = max(carry, r);
+      }
+      start = valid && (idx - run) % kItems == 0;
+    }
+    const unsigned mask = __ballot_sync(0xffffffffu, start);
     if (lane == 0) scratch[warp] = __popc(mask);
     __syncthreads();
     int offset = count, total = 0;
@@ -55,7 +78,7 @@ __device__ __forceinline__ int compact_blocks(const Args& args, int used, uint32
       offset += w < warp ? c : 0;
       total += c;
     }
-    if (valid) {
+    if (start) {
       const int pos = offset + __popc(mask & ((1u << lane) - 1u));
       if (pos < args.list_cap) list[pos] = static_cast<uint32_t>(idx) | (static_cast<uint32_t>(expert) << 16);
     }

@@ -5,7 +5,11 @@
 // one warpgroup's 64 x 16 A fragment per K step: warp w takes atom row w), the routing block's
 // tokens are the MMA N dimension (kBM, any multiple of 8 up to 256) read from shared memory.
 //
-// Roles (one CTA per SM, persistent over (routing block, N tile) items):
+// Work items are (run of routing blocks, N tile): up to kItems consecutive routing blocks of one
+// expert share each weight stage (one weight pass per run of up to kTile = kItems x kBM tokens),
+// and the wgmma N is the item's blocks x kBM, so a part-filled run costs neither a second weight
+// pass nor MMAs on empty blocks (one instantiation of the K loop per block count).
+// Roles (one CTA per SM, persistent over items):
 // * one producer warpgroup fills a kStages ring: the packed atoms of the tile with 1-D bulk copies
 //   (contiguous runs, L2 evict-first) and the tokens' activation rows with 16-byte cp.async into
 //   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments);
@@ -31,27 +35,29 @@
 
 namespace chord::indexed {
 
-// kBM tokens per routing block (the wgmma N), kMT 64-channel tiles per consumer warpgroup, kBK
-// input channels per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
-template <int kBM_, int kMT_, int kBK_, int kStages_, int kConsumers_>
+// kBM tokens per routing block, up to kItems blocks of one expert per work item (the wgmma N is
+// a multiple of kBM up to kTile), kMT 64-channel tiles per consumer warpgroup, kBK input channels
+// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
+template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
+  static constexpr int kItems = kItems_;
+  static constexpr int kTile = kBM * kItems;  // tokens of the widest item
   static constexpr int kMT = kMT_;
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
-  static_assert(kBM % 8 == 0 && kBM >= 8 && kBM <= 256, "the token tile is the wgmma N: 8..256, step 8");
-  static_assert(kMT >= 1 && kMT * kBM <= 256, "accumulators: kMT * kBM / 2 registers per thread");
+  static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
+  static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
+  static_assert(kMT >= 1 && kMT * kTile <= 256, "accumulators: kMT * kTile / 2 registers per thread");
   static_assert(kBK == 128 || kBK == 256, "a stage is half or all of a 256-wide packed K tile");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
   static constexpr int kGroups = kBK / kAtomK;              // scale groups (32 K) per stage
   static constexpr int kSubtiles = kBK / 64;                // 64-K swizzled activation tiles per stage
-  static constexpr int kNT = kBM / 8;
-  static constexpr int kAcc = kBM / 2;                      // accumulator registers per tile and thread
-  static constexpr int kRowsPerLane = (kBM + 31) / 32;
-  static constexpr int kActTileBytes = kBM * 128;           // one 64-K tile of kBM token rows
+  static constexpr int kRowsPerLane = (kTile + 31) / 32;
+  static constexpr int kActTileBytes = kTile * 128;         // one 64-K tile of kTile token rows
   static constexpr int kStageActBytes = kSubtiles * kActTileBytes;
   static constexpr int kStageWeightBytes = kBlocks * kTileRows * kGroups * kAtomBytes;
   static constexpr int kStageBytes = (kStageActBytes + kStageWeightBytes + 1023) / 1024 * 1024;
@@ -59,24 +65,24 @@ struct WgmmaConfig {
   struct alignas(16) Header {
     int item;   // work item (-1: no more work)
     int ntile;  // N tile of the item
-    int pad[2];
-    int slots[kBM];      // flat slot of each token row (>= num_slots: padding)
-    int rows[kBM];       // its activation row (slot / top_k), -1 for padding
-    float weights[kBM];  // top-k weight of each token row (1 without top-k weights)
+    int nsub;   // routing blocks of the item (1..kItems)
+    int pad;
+    int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
+    int rows[kTile];       // its activation row (slot / top_k), -1 for padding
+    float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
   };
-  // Epilogue: per consumer warpgroup, the block's slots and weights, then a staging tile of
+  // Epilogue: per consumer warpgroup, the item's slots and weights, then a staging tile of
   // kEpiTokens token rows x kMT * 64 channels in bf16 (rows padded by 16 bytes: the 8 rows of one
   // stmatrix matrix fall in 8 different 16-byte bank groups).
-  static constexpr int kEpiNT = kNT < 4 ? kNT : 4;
-  static constexpr int kEpiTokens = kEpiNT * 8;
+  static constexpr int kEpiTokens = (kTile / 8 < 4 ? kTile / 8 : 4) * 8;
   static constexpr int kEpiRowBytes = kMT * 128 + 16;
-  static constexpr int kEpiInfoBytes = kBM * 8;
+  static constexpr int kEpiInfoBytes = kTile * 8;
   static constexpr int kEpiBytes = kEpiInfoBytes + kEpiTokens * kEpiRowBytes;
 
   static constexpr int kBarOffset = kStages * kStageBytes;
   static constexpr int kHeaderOffset = kBarOffset + 2 * kStages * 8;
   static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
-  static constexpr int kEpiOffset = kScratchOffset + 16 * 4;
+  static constexpr int kEpiOffset = kScratchOffset + 32 * 4;  // two ints per warp (compact_items)
   static constexpr int kListOffset = kEpiOffset + kConsumers * kEpiBytes;
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
   // Arrivals completing a full barrier: every producer thread's cp.async completion, plus the
@@ -84,10 +90,10 @@ struct WgmmaConfig {
   static constexpr int kFullArrivals = 128 + 1;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
   // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
-  // ptxas's cap at one CTA per SM): 56 x 128 + 224 x 256 = 168 x 384. An increase beyond the pool
+  // ptxas's cap at one CTA per SM): 72 x 128 + 216 x 256 = 168 x 384. An increase beyond the pool
   // would block forever. With one consumer warpgroup every thread already gets up to 255.
-  static constexpr int kProducerRegs = 56;
-  static constexpr int kConsumerRegs = 224;
+  static constexpr int kProducerRegs = 72;
+  static constexpr int kConsumerRegs = 216;
   static_assert(kConsumers == 1 || kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 168 * kThreads,
                 "setmaxnreg beyond the launch register pool deadlocks");
 };
@@ -111,9 +117,25 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
 
+// Routing blocks of the item starting at `block` (1..kItems): the run of `expert` from it, cut at
+// kItems blocks and, when the blocks are walked rather than listed, at the next multiple of kItems
+// (where the next item of a long run starts). Every lane of the calling warp gets the count.
+template <int kItems>
+__device__ __forceinline__ int item_blocks(const Args& args, int used, int block, int expert, bool listed) {
+  if constexpr (kItems == 1) {
+    return 1;
+  } else {
+    const int j = threadIdx.x % 32;
+    const int b = block + j;
+    const bool same = j == 0 || (j < kItems && b < used && (listed || b % kItems != 0) &&
+                                 __ldg(args.expert_ids + b) == expert);
+    return __ffs(~__ballot_sync(0xffffffffu, same)) - 1;
+  }
+}
+
 template <class Cfg>
 __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, const uint32_t* list,
-                                               int total) {
+                                               int total, int used, bool listed) {
   using Header = typename Cfg::Header;
   const int pw = (threadIdx.x / 32) % 4;  // producer warp 0..3
   const int lane = threadIdx.x % 32;
@@ -121,7 +143,6 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const int kgroups = args.k / kAtomK;
   const int num_kc = (kgroups + Cfg::kGroups - 1) / Cfg::kGroups;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
-  const bool compacted = args.list_cap > 0;
   const bool weighted = args.topk_weights != nullptr;
   const uint32_t smem_base = ptx::smem_addr(smem);
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
@@ -132,20 +153,27 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   uint32_t phase = 0;
   for (int item = blockIdx.x;; item += gridDim.x) {
     const bool done = item >= total;
-    int block = 0, expert = -1, ntile = 0;
+    int block = 0, expert = -1, ntile = 0, nsub = 0;
     if (!done) {
       const int cb = item / ntiles;
       ntile = item - cb * ntiles;
-      if (compacted) {
+      if (listed) {
         const uint32_t entry = list[cb];
         block = static_cast<int>(entry & 0xffffu);
         expert = static_cast<int>(entry >> 16);
       } else {
         block = cb;
         expert = __ldg(args.expert_ids + cb);
+        // Walking every block: an item starts at a run's first block or at a multiple of kItems.
+        if (Cfg::kItems > 1 && block % Cfg::kItems != 0 && block > 0 &&
+            __ldg(args.expert_ids + block - 1) == expert) {
+          continue;
+        }
       }
       if (static_cast<unsigned>(expert) >= static_cast<unsigned>(args.num_experts)) continue;  // not local
+      nsub = item_blocks<Cfg::kItems>(args, used, block, expert, listed);
     }
+    const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in sorted_token_ids
     // The item's 64-channel blocks: global block index, atom rows (4 except the last block of N).
     const int nb0 = ntile * Cfg::kBlocks;
     const int32_t* expert_tiles = args.tiles + static_cast<int64_t>(expert < 0 ? 0 : expert) * n16 * kgroups * kAtomWords;
@@ -156,7 +184,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       Header& h = headers[stage];
       if (pw == 0) {
         if (!done && kc == 0) {
-          // The block's slots, activation rows and top-k weights: read once per item (all loads of
+          // The item's slots, activation rows and top-k weights: read once per item (all loads of
           // a lane in flight together), then carried from stage to stage in shared memory.
           constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
 #pragma unroll 1
@@ -165,14 +193,14 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
 #pragma unroll
             for (int r = 0; r < kBatch; ++r) {
               const int row = lane + 32 * (r0 + r);
-              slot[r] = row < Cfg::kBM ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
-                                       : args.num_slots;
+              slot[r] = row < rows_used ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
+                                        : args.num_slots;
             }
 #pragma unroll
             for (int r = 0; r < kBatch; ++r) {
               const int row = lane + 32 * (r0 + r);
               const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
-              if (row < Cfg::kBM) {
+              if (row < Cfg::kTile) {
                 h.slots[row] = slot[r];
                 h.rows[row] = real ? slot[r] / args.top_k : -1;
                 h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
@@ -181,7 +209,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           }
         } else if (!done) {
           const Header& before = headers[stage == 0 ? Cfg::kStages - 1 : stage - 1];  // this item's previous stage
-          for (int row = lane; row < Cfg::kBM; row += 32) {
+          for (int row = lane; row < rows_used; row += 32) {
             h.slots[row] = before.slots[row];
             h.rows[row] = before.rows[row];
             h.weights[row] = before.weights[row];
@@ -190,6 +218,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         if (lane == 0) {
           h.item = done ? -1 : item;
           h.ntile = ntile;
+          h.nsub = nsub;
         }
       }
       named_barrier(kProducerBarrier, 128);  // the header's slots are visible to the producer warps
@@ -236,7 +265,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         const int k0 = kc * Cfg::kBK;
         const int chunk = lane % 8;
 #pragma unroll 1
-        for (int row = 4 * pw + lane / 8; row < Cfg::kBM; row += 16) {
+        for (int row = 4 * pw + lane / 8; row < rows_used; row += 16) {
           const int a_row = h.rows[row];
           if (a_row < 0) continue;  // padding row: its output is never stored
           const __nv_bfloat16* src = args.a + static_cast<int64_t>(a_row) * args.k + k0 + 8 * chunk;
@@ -272,19 +301,30 @@ __device__ __forceinline__ void dequant_group(uint32_t (&a)[8], const uint8_t* a
   }
 }
 
+// The registers of a consumer warpgroup: kMT accumulator tiles of the widest item (an item of kN
+// tokens uses the first kN / 2 of each: one register allocation for every item width) and two
+// A-fragment buffers.
 template <class Cfg>
 struct ConsumerState {
-  float acc[Cfg::kMT][Cfg::kAcc];
+  float acc[Cfg::kMT][Cfg::kTile / 2];
   uint32_t a[2][Cfg::kMT][8];
+  template <int kN>
+  __device__ __forceinline__ float (&tile(int i))[kN / 2] {
+    return *reinterpret_cast<float(*)[kN / 2]>(acc[i]);
+  }
+  template <int kN>
+  __device__ __forceinline__ const float (&tile(int i) const)[kN / 2] {
+    return *reinterpret_cast<const float(*)[kN / 2]>(acc[i]);
+  }
 };
 
 // One K group (32 K) of a stage: dequantize it into register buffer kBuf while the previous
 // group's wgmmas run, issue this group's wgmmas (2 K steps x kMT tiles) and commit them, then
 // retire the previous group (wait_group 1), which frees the other buffer.
-template <class Cfg, int kBuf>
+template <class Cfg, int kN, int kBuf>
 __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint8_t* weights, uint64_t desc,
                                               bool first, int lane) {
-  using MMA = wgmma::RegisterA<Cfg::kBM>;
+  using MMA = wgmma::RegisterA<kN>;
   uint32_t(&a)[Cfg::kMT][8] = st.a[kBuf];
 #pragma unroll
   for (int i = 0; i < Cfg::kMT; ++i) dequant_group(a[i], weights + i * kTileRows * Cfg::kGroups * kAtomBytes, lane);
@@ -293,7 +333,7 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   for (int ks = 0; ks < 2; ++ks) {
 #pragma unroll
     for (int i = 0; i < Cfg::kMT; ++i) {
-      MMA::mma(st.acc[i], a[i][4 * ks], a[i][4 * ks + 1], a[i][4 * ks + 2], a[i][4 * ks + 3], desc + 2 * ks,
+      MMA::mma(st.template tile<kN>(i), a[i][4 * ks], a[i][4 * ks + 1], a[i][4 * ks + 2], a[i][4 * ks + 3], desc + 2 * ks,
                (first && ks == 0) ? 0 : 1);
     }
   }
@@ -301,31 +341,34 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   wgmma::wait_group<1>();
 }
 
-template <class Cfg>
+template <class Cfg, int kN>
 __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& st,
                                                uint8_t* epi, int ntile, int warp, int lane) {
+  constexpr int kNT = kN / 8;
+  constexpr int kEpiNT = kNT < 4 ? kNT : 4;
   const int consumer = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
   const int* slots = reinterpret_cast<const int*>(epi);
-  const float* weights = reinterpret_cast<const float*>(epi + Cfg::kBM * 4);
+  const float* weights = reinterpret_cast<const float*>(epi + Cfg::kTile * 4);
   uint8_t* staging = epi + Cfg::kEpiInfoBytes;
   const uint32_t staging_addr = ptx::smem_addr(staging);
   const int t = lane % 4;
   const int channel0 = ntile * Cfg::kBN + consumer * Cfg::kMT * 64;
   const bool aligned = args.n % 8 == 0;
   constexpr int kChunksPerRow = Cfg::kMT * 8;
-  constexpr int kChunks = Cfg::kEpiTokens * kChunksPerRow;
+  constexpr int kChunks = kEpiNT * 8 * kChunksPerRow;
 #pragma unroll
-  for (int j0 = 0; j0 < Cfg::kNT; j0 += Cfg::kEpiNT) {
+  for (int j0 = 0; j0 < kNT; j0 += kEpiNT) {
 #pragma unroll
     for (int i = 0; i < Cfg::kMT; ++i)
 #pragma unroll
-      for (int jj = 0; jj < Cfg::kEpiNT; ++jj) {
+      for (int jj = 0; jj < kEpiNT; ++jj) {
         const int j = j0 + jj;
-        if (j < Cfg::kNT) {
+        if (j < kNT) {
           const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
-          const __nv_bfloat162 lo = __floats2bfloat162_rn(st.acc[i][4 * j] * w0, st.acc[i][4 * j + 1] * w1);
-          const __nv_bfloat162 hi = __floats2bfloat162_rn(st.acc[i][4 * j + 2] * w0, st.acc[i][4 * j + 3] * w1);
+          const float(&acc)[kN / 2] = st.template tile<kN>(i);
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(acc[4 * j] * w0, acc[4 * j + 1] * w1);
+          const __nv_bfloat162 hi = __floats2bfloat162_rn(acc[4 * j + 2] * w0, acc[4 * j + 3] * w1);
           const uint32_t row = staging_addr + (jj * 8 + (lane & 7)) * Cfg::kEpiRowBytes + (i * 64 + warp * 16 + (lane & 8)) * 2;
           ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
         }
@@ -335,7 +378,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
     for (int c = tid; c < kChunks; c += 128) {
       const int token = j0 * 8 + c / kChunksPerRow;
       const int channel = channel0 + (c % kChunksPerRow) * 8;
-      if (token < Cfg::kBM && channel < args.n) {
+      if (token < kN && channel < args.n) {
         const int slot = slots[token];
         if (slot >= 0 && slot < args.num_slots) {
           const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
@@ -357,72 +400,102 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
   }
 }
 
-template <class Cfg>
-__device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) {
+// The ring position of a consumer warpgroup.
+struct Ring {
+  int stage = 0;
+  uint32_t phase = 0;
+  __device__ __forceinline__ void advance(int stages) {
+    if (++stage == stages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+};
+
+// One item of kN tokens (its first stage is already full): the K loop, then the epilogue.
+template <class Cfg, int kN>
+__device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, ConsumerState<Cfg>& st, Ring& ring,
+                                             int ntile, uint8_t* epi, int warp, int lane) {
   using Header = typename Cfg::Header;
   const int consumer = threadIdx.x / 128;
-  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int kgroups = args.k / kAtomK;
   const int num_kc = (kgroups + Cfg::kGroups - 1) / Cfg::kGroups;
   const uint32_t smem_base = ptx::smem_addr(smem);
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
-  uint8_t* epi = smem + Cfg::kEpiOffset + consumer * Cfg::kEpiBytes;
+  int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
+  for (int kc = 0; kc < num_kc; ++kc) {
+    if (kc > 0) {
+      ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+    const uint8_t* weights = smem + ring.stage * Cfg::kStageBytes + Cfg::kStageActBytes +
+                             consumer * Cfg::kMT * kTileRows * Cfg::kGroups * kAtomBytes + warp * nkg * kAtomBytes;
+    const uint64_t desc = wgmma::desc_k_major_sw128(smem_base + ring.stage * Cfg::kStageBytes);
+    // Every stage but an item's short last one has kGroups (even) groups, so group gi always
+    // uses register buffer gi % 2 and the body is one code path for the compiler.
+#pragma unroll
+    for (int gi = 0; gi < Cfg::kGroups; ++gi) {
+      if (gi < nkg) {
+        const uint64_t d = desc + (((gi / 2) * Cfg::kActTileBytes + (gi % 2) * 64) >> 4);
+        if (gi % 2 == 0) {
+          consume_group<Cfg, kN, 0>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
+        } else {
+          consume_group<Cfg, kN, 1>(st, weights + gi * kAtomBytes, d, false, lane);
+        }
+        if (gi == 0 && prev >= 0 && lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+      }
+    }
+    prev = ring.stage;
+    ring.advance(Cfg::kStages);
+  }
+  wgmma::wait_group<0>();
+  // The item's last stage still holds its slots and weights: copy them out for the epilogue,
+  // then release it.
+  const Header& h = headers[prev];
+  int* slots = reinterpret_cast<int*>(epi);
+  float* tw = reinterpret_cast<float*>(epi + Cfg::kTile * 4);
+  for (int r = threadIdx.x % 128; r < kN; r += 128) {
+    slots[r] = h.slots[r];
+    tw[r] = h.weights[r];
+  }
+  named_barrier(2 + consumer, 128);
+  if (lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+  wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
+}
 
+// consume_item for an item of `nsub` blocks (kJ..kItems): one instantiation per token count.
+template <class Cfg, int kJ = 1>
+__device__ __forceinline__ void consume_item_of(int nsub, const Args& args, uint8_t* smem, ConsumerState<Cfg>& st,
+                                                Ring& ring, int ntile, uint8_t* epi, int warp, int lane) {
+  if constexpr (kJ < Cfg::kItems) {
+    if (nsub != kJ) {
+      consume_item_of<Cfg, kJ + 1>(nsub, args, smem, st, ring, ntile, epi, warp, lane);
+      return;
+    }
+  }
+  consume_item<Cfg, kJ * Cfg::kBM>(args, smem, st, ring, ntile, epi, warp, lane);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) {
+  using Header = typename Cfg::Header;
+  const int consumer = threadIdx.x / 128;
+  const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const uint32_t full0 = ptx::smem_addr(smem) + Cfg::kBarOffset;
+  const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
+  uint8_t* epi = smem + Cfg::kEpiOffset + consumer * Cfg::kEpiBytes;
   ConsumerState<Cfg> st;
-  int stage = 0;
-  uint32_t phase = 0;
+  Ring ring;
   for (;;) {
-    ptx::mbarrier_wait(full0 + stage * 8, phase);
+    ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
     // The activations were written by cp.async (generic proxy); wgmma reads them through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    const int item = headers[stage].item;
-    if (item < 0) break;
-    const int ntile = headers[stage].ntile;
-    int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
-    for (int kc = 0; kc < num_kc; ++kc) {
-      if (kc > 0) {
-        ptx::mbarrier_wait(full0 + stage * 8, phase);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      }
-      const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
-      const uint8_t* weights = smem + stage * Cfg::kStageBytes + Cfg::kStageActBytes +
-                               consumer * Cfg::kMT * kTileRows * Cfg::kGroups * kAtomBytes + warp * nkg * kAtomBytes;
-      const uint64_t desc = wgmma::desc_k_major_sw128(smem_base + stage * Cfg::kStageBytes);
-      // Every stage but an item's short last one has kGroups (even) groups, so group gi always
-      // uses register buffer gi % 2 and the body is one code path for the compiler.
-#pragma unroll
-      for (int gi = 0; gi < Cfg::kGroups; ++gi) {
-        if (gi < nkg) {
-          const uint64_t d = desc + (((gi / 2) * Cfg::kActTileBytes + (gi % 2) * 64) >> 4);
-          if (gi % 2 == 0) {
-            consume_group<Cfg, 0>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
-          } else {
-            consume_group<Cfg, 1>(st, weights + gi * kAtomBytes, d, false, lane);
-          }
-          if (gi == 0 && prev >= 0 && lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
-        }
-      }
-      prev = stage;
-      if (++stage == Cfg::kStages) {
-        stage = 0;
-        phase ^= 1;
-      }
-    }
-    wgmma::wait_group<0>();
-    // The item's last stage still holds the block's slots and weights: copy them out for the
-    // epilogue, then release it.
-    const Header& h = headers[prev];
-    int* slots = reinterpret_cast<int*>(epi);
-    float* tw = reinterpret_cast<float*>(epi + Cfg::kBM * 4);
-    for (int r = threadIdx.x % 128; r < Cfg::kBM; r += 128) {
-      slots[r] = h.slots[r];
-      tw[r] = h.weights[r];
-    }
-    named_barrier(2 + consumer, 128);
-    if (lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
-    wgmma_epilogue<Cfg>(args, st, epi, ntile, warp, lane);
+    const Header& h = headers[ring.stage];
+    if (h.item < 0) break;
+    consume_item_of<Cfg>(h.nsub, args, smem, st, ring, h.ntile, epi, warp, lane);
   }
 }
 
@@ -446,15 +519,17 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   uint32_t* list = reinterpret_cast<uint32_t*>(smem + Cfg::kListOffset);
   int* scratch = reinterpret_cast<int*>(smem + Cfg::kScratchOffset);
   const int used = used_blocks(args, Cfg::kBM);
-  int valid_blocks = 0;
-  if (args.list_cap > 0) valid_blocks = compact_blocks<Cfg::kThreads>(args, used, list, scratch);
+  // Items listed in shared memory when they fit (not when experts' blocks are not contiguous);
+  // otherwise the producer walks every block.
+  const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, list, scratch) : 0;
+  const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
-  const int total = (args.list_cap > 0 ? valid_blocks : used) * ntiles;
+  const int total = (listed ? items : used) * ntiles;
   if (threadIdx.x / 128 == Cfg::kConsumers) {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
-    wgmma_producer<Cfg>(args, smem, list, total);
+    wgmma_producer<Cfg>(args, smem, list, total, used, listed);
   } else {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
     zero_invalid_blocks(args, used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
