@@ -17,7 +17,7 @@ def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 @pytest.mark.parametrize(("experts", "tokens", "top_k", "block_m"), [(6, 50, 2, 128), (4, 9, 1, 32), (5, 1, 3, 8),
-                                                                     (3, 300, 1, 64)])
+                                                                     (3, 300, 1, 64), (7, 40, 2, 64)])
 def test_contiguous_routing_is_the_grouped_contiguous_gemm(experts: int, tokens: int, top_k: int, block_m: int) -> None:
     g = torch.Generator().manual_seed(experts * 100 + tokens)
     ids = torch.rand(tokens, experts, generator=g).argsort(dim=1)[:, :top_k]
@@ -28,6 +28,10 @@ def test_contiguous_routing_is_the_grouped_contiguous_gemm(experts: int, tokens:
     a = torch.randn(layout.m_indices.numel(), 96, generator=g).to(torch.bfloat16)
     sorted_ids, expert_ids, used = contiguous_routing(layout.m_indices, block_m)
     assert int(used) == layout.m_indices.numel() == sorted_ids.numel()
+    # Every real row is a slot exactly once and no padding row is (not even in a block of padding
+    # only, whose expert is -1: the kernels zero the slots of such blocks).
+    slots = sorted_ids[sorted_ids < sorted_ids.numel()].sort().values
+    assert torch.equal(slots, (layout.m_indices >= 0).nonzero().flatten().to(slots.dtype))
     got = reference.indexed_gemm(a, weight, sorted_ids, expert_ids, used, block_m=block_m, top_k=1)
     want = reference.grouped_contiguous(a, weight, layout.m_indices)
     assert _rel_err(got, want) < 1e-6

@@ -74,12 +74,13 @@ Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
     """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment): block
     ``b`` is rows ``[b * block_m, (b + 1) * block_m)``, its expert the largest ``m_indices`` entry
-    there (-1: padding only, skipped), a row of another expert or of padding a sentinel. Slot = row."""
+    there (-1: padding only, skipped), a row of another expert or of padding a sentinel (also in a
+    block of padding only: the engine zeroes the slots of -1 blocks). Slot = row."""
     m = m_indices.numel()
     rows, used = _contiguous_constants(m, block_m, m_indices.device)
     blocks = m_indices.view(m // block_m, block_m)
     expert_ids = blocks.amax(dim=1)
-    return torch.where(blocks == expert_ids.unsqueeze(1), rows, m).view(-1), expert_ids, used
+    return torch.where(blocks == expert_ids.clamp(min=0).unsqueeze(1), rows, m).view(-1), expert_ids, used
 
 
 def masked_routing(masked_m: torch.Tensor, max_m: int, block_m: int) -> Routing:

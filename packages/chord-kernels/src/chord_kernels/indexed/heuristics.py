@@ -56,10 +56,11 @@ WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 WGMMA_MIN_TOK_E = 9.0
 """Above this many rows per expert the WGMMA kernel beats the decode kernel (docs/optimization.md)."""
 PREFILL_BLOCK = 64
-"""Routing block from about 46 rows per expert up (where the middle rule's tile reaches 64): the
-WGMMA kernel takes up to two consecutive blocks of an expert per work item (128 tokens, the widest
-whose two 64-channel tiles per warpgroup fit the registers), so an expert with 65-128 rows is one
-weight pass and the MMA width follows its rows in steps of 64 (docs/optimization.md, session 5)."""
+"""Routing block above 64 rows per expert: the WGMMA kernel takes up to two consecutive blocks of
+an expert per work item (128 tokens, the widest whose two 64-channel tiles per warpgroup fit the
+registers), so an expert with 65-128 rows is one weight pass and the MMA width follows its rows in
+steps of 64 (docs/optimization.md, session 5). At 64 rows per expert a single 80-row tile measured
+faster: most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
 
 
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
@@ -70,8 +71,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     Poisson(tok_e) number of rows on an expert; an expert with more rows than ``block_m`` streams
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks; above, on sm_90a, the WGMMA
-    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, below 64; from there
-    :data:`PREFILL_BLOCK` (two blocks per work item).
+    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert;
+    beyond, :data:`PREFILL_BLOCK` (two blocks per work item).
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -81,8 +82,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if tok_e <= WGMMA_MIN_TOK_E:
         return 16
     if weight.profile in WGMMA_PROFILES:
-        tile = max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
-        return min(tile, PREFILL_BLOCK)
+        if tok_e <= 64.0:
+            return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+        return PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
@@ -96,7 +98,7 @@ def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
     """Every block size :func:`choose_block_m` may return for ``weight`` (what to warm before
     CUDA-graph capture): the decode blocks, and on sm_90a profiles every WGMMA tile it picks."""
     if weight.profile in WGMMA_PROFILES:
-        return (8, 16, *range(32, PREFILL_BLOCK + 8, 8))
+        return (8, 16, *range(32, 88, 8))  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
     return BLOCK_MS
 
 
