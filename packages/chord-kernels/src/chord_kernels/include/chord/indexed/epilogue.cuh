@@ -12,6 +12,21 @@
 
 namespace chord::indexed {
 
+// Store 8 bf16 output channels from `channel` of slot `slot`'s row: one 16-byte store when N keeps
+// rows 16-byte aligned, else element by element up to N.
+__device__ __forceinline__ void store_chunk(const Args& args, int slot, int channel, const uint4& v, bool aligned) {
+  __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * args.n + channel;
+  if (aligned) {
+    *reinterpret_cast<uint4*>(dst) = v;
+  } else {
+    const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      if (channel + u < args.n) dst[u] = e[u];
+    }
+  }
+}
+
 // 16-byte output chunks of one consumer warp's tile (kBM tokens x kMT * 16 channels) and how many
 // each lane stores.
 template <class Cfg>
@@ -65,16 +80,7 @@ __device__ __forceinline__ void store_block(const Args& args, const float (&acc)
     if (c < Chunks::kCount && slots[i] < args.num_slots && channel < args.n) {
       const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / Chunks::kPerRow) * Cfg::kOutRowBytes +
                                                       (c % Chunks::kPerRow) * 16);
-      __nv_bfloat16* dst = args.out + static_cast<int64_t>(slots[i]) * args.n + channel;
-      if (aligned) {
-        *reinterpret_cast<uint4*>(dst) = v;
-      } else {
-        const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          if (channel + u < args.n) dst[u] = e[u];
-        }
-      }
+      store_chunk(args, slots[i], channel, v, aligned);
     }
   }
 }

@@ -383,16 +383,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
         if (slot >= 0 && slot < args.num_slots) {
           const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
                                                           (c % kChunksPerRow) * 16);
-          __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * args.n + channel;
-          if (aligned) {
-            *reinterpret_cast<uint4*>(dst) = v;
-          } else {
-            const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
-#pragma unroll
-            for (int u = 0; u < 8; ++u) {
-              if (channel + u < args.n) dst[u] = e[u];
-            }
-          }
+          store_chunk(args, slot, channel, v, aligned);
         }
       }
     }
