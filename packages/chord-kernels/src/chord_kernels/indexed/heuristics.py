@@ -18,9 +18,9 @@ from chord_kernels.packed import PackedWeight
 __all__ = [
     "BLOCK_MS",
     "LIST_RESERVE",
+    "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
     "WGMMA_PROFILES",
-    "PREFILL_BLOCK",
     "DecodeConfig",
     "block_ms_for",
     "choose_block_m",
