@@ -256,6 +256,19 @@ def test_kernels_fuzzed_routing_and_expert_map(m, top_k, ep, hot, seed) -> None:
         assert _rel_err(got, want) < REL_TOL
 
 
+def _capture(step) -> torch.cuda.CUDAGraph:
+    """``step`` warmed up on a side stream, then captured."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
 @pytest.mark.gpu
 def test_cuda_graph_capture_and_replay(kimi) -> None:
     """One graph per token count, captured after prepare(), replayed on fresh inputs."""
@@ -272,14 +285,7 @@ def test_cuda_graph_capture_and_replay(kimi) -> None:
             core.moe_standard(x, p13, p2, weights, ids, global_num_experts=total, expert_map=expert_map,
                               out=out, workspace13=ws13, workspace2=ws2)
 
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            step()  # warm-up on the capture stream
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
+        graph = _capture(step)
         for seed in (1, 2):
             new_ids, new_weights = _routing(m, total, top_k, seed=seed * 1000 + m, device="cuda")
             ids.copy_(new_ids)
@@ -342,14 +348,7 @@ def test_batched_cuda_graph_capture_and_replay(kimi_ep8) -> None:
     def step():
         core.moe_batched(x, p13, p2, num_tokens, expected_m=8, out=out, workspace13=ws13, workspace2=ws2)
 
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        step()  # warm-up on the capture stream
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = _capture(step)
     for seed in (1, 2):
         counts = _kimi_counts(e, seed=seed)
         new_x, new_counts = _batched(e, BATCHED_MAX_M, k, counts, seed=seed, device="cuda")

@@ -14,6 +14,7 @@ and sums (``TopKWeightAndReduceDelegate``). The routed-scaling factor stays with
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 
 import torch
 import vllm.model_executor.layers.fused_moe.modular_kernel as mk
@@ -77,13 +78,28 @@ class _ChordExperts(mk.FusedMoEExpertsModular):
     def _supports_activation(activation: MoEActivation) -> bool:
         return activation == MoEActivation.SILU
 
-    def _check_call(self, apply_router_weight_on_input: bool, a1q_scale: torch.Tensor | None) -> None:
+    def apply(self, output: torch.Tensor, hidden_states: torch.Tensor, w1: torch.Tensor,
+              w2: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
+              activation: MoEActivation, global_num_experts: int, expert_map: torch.Tensor | None,
+              a1q_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
+              workspace13: torch.Tensor, workspace2: torch.Tensor,
+              expert_tokens_meta: mk.ExpertTokensMetadata | None,
+              apply_router_weight_on_input: bool) -> None:
         if apply_router_weight_on_input or a1q_scale is not None or self.post_gemm2_hook is not None:
             raise NotImplementedError(
                 "Chord experts take bf16 activations with the router weight applied after the down "
                 f"GEMM; got apply_router_weight_on_input={apply_router_weight_on_input}, quantized "
                 f"activations={a1q_scale is not None}, a post-GEMM2 hook={self.post_gemm2_hook is not None}"
             )
+        self._run(output, hidden_states, topk_weights, topk_ids, global_num_experts, expert_map,
+                  workspace13, workspace2, expert_tokens_meta)
+
+    @abstractmethod
+    def _run(self, output: torch.Tensor, hidden_states: torch.Tensor, topk_weights: torch.Tensor,
+             topk_ids: torch.Tensor, global_num_experts: int, expert_map: torch.Tensor | None,
+             workspace13: torch.Tensor, workspace2: torch.Tensor,
+             expert_tokens_meta: mk.ExpertTokensMetadata | None) -> None:
+        """The experts on checked arguments (``apply`` less what Chord refuses)."""
 
 
 class ChordIndexedExperts(_ChordExperts):
@@ -118,14 +134,10 @@ class ChordIndexedExperts(_ChordExperts):
     def finalize_weight_and_reduce_impl(self) -> mk.TopKWeightAndReduce:
         return TopKWeightAndReduceNoOP()
 
-    def apply(self, output: torch.Tensor, hidden_states: torch.Tensor, w1: torch.Tensor,
-              w2: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
-              activation: MoEActivation, global_num_experts: int, expert_map: torch.Tensor | None,
-              a1q_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
-              workspace13: torch.Tensor, workspace2: torch.Tensor,
-              expert_tokens_meta: mk.ExpertTokensMetadata | None,
-              apply_router_weight_on_input: bool) -> None:
-        self._check_call(apply_router_weight_on_input, a1q_scale)
+    def _run(self, output: torch.Tensor, hidden_states: torch.Tensor, topk_weights: torch.Tensor,
+             topk_ids: torch.Tensor, global_num_experts: int, expert_map: torch.Tensor | None,
+             workspace13: torch.Tensor, workspace2: torch.Tensor,
+             expert_tokens_meta: mk.ExpertTokensMetadata | None) -> None:
         core.moe_standard(hidden_states, self.w13, self.w2, topk_weights, topk_ids,
                           global_num_experts=global_num_experts, expert_map=expert_map, out=output,
                           workspace13=workspace13, workspace2=workspace2, backend=self.backend)
@@ -177,14 +189,10 @@ class ChordBatchedExperts(_ChordExperts):
         tokens = int(dp.num_tokens_across_dp_cpu.sum())  # a CPU tensor
         return math.ceil(tokens * top_k / max(1, global_num_experts))
 
-    def apply(self, output: torch.Tensor, hidden_states: torch.Tensor, w1: torch.Tensor,
-              w2: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
-              activation: MoEActivation, global_num_experts: int, expert_map: torch.Tensor | None,
-              a1q_scale: torch.Tensor | None, a2_scale: torch.Tensor | None,
-              workspace13: torch.Tensor, workspace2: torch.Tensor,
-              expert_tokens_meta: mk.ExpertTokensMetadata | None,
-              apply_router_weight_on_input: bool) -> None:
-        self._check_call(apply_router_weight_on_input, a1q_scale)
+    def _run(self, output: torch.Tensor, hidden_states: torch.Tensor, topk_weights: torch.Tensor,
+             topk_ids: torch.Tensor, global_num_experts: int, expert_map: torch.Tensor | None,
+             workspace13: torch.Tensor, workspace2: torch.Tensor,
+             expert_tokens_meta: mk.ExpertTokensMetadata | None) -> None:
         if expert_tokens_meta is None or hidden_states.dim() != 3 or hidden_states.size(1) != self.max_m:
             raise ValueError(
                 f"batched experts: expected [{self.w13.num_experts}, {self.max_m}, H] activations with "
