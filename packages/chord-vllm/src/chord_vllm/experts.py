@@ -149,6 +149,9 @@ class ChordBatchedExperts(_ChordExperts):
 
     def __init__(self, moe_config: FusedMoEConfig, quant_config: FusedMoEQuantConfig, max_num_tokens: int,
                  num_dispatchers: int, *, w13: PackedWeight, w2: PackedWeight, backend: core.Backend | None = None):
+        backend = backend or kernel_backend()
+        if backend.align is not core.chord_align:  # vLLM's top-k alignment: unused by masked rows
+            backend = core.KERNELS
         super().__init__(moe_config, quant_config, w13=w13, w2=w2, backend=backend,
                          max_num_tokens=max_num_tokens, num_dispatchers=num_dispatchers)
 
