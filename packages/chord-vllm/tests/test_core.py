@@ -2,10 +2,13 @@
 
 CPU tests run the reference GEMMs through the core (routing, buffers, aliasing, numerics contract:
 bit for bit). GPU tests (``-m gpu``, for the H200) run Chord's kernels on Kimi K2 EP8 and TP8
-shapes, fuzzed routing, an expert map, M = 0 and 1, repeated runs and CUDA-graph replay.
+shapes, fuzzed routing, an expert map, M = 0 and 1, repeated runs and CUDA-graph replay; and the
+batched (masked, DeepEP low-latency) experts on Kimi EP8 shapes with ragged counts.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -114,6 +117,82 @@ def test_bad_shapes_are_named() -> None:
         core.moe_standard(_x(3, 64, 0), p13, p2, weights, ids, global_num_experts=8, backend=core.REFERENCE)
 
 
+def _batched(experts: int, max_m: int, h: int, counts: list[int], seed: int, device: str = "cpu"):
+    """A ``[E, max_m, H]`` batched buffer whose rows past each count are NaN (they may be garbage)."""
+    x = _x(experts * max_m, h, seed).view(experts, max_m, h).clone()
+    for e, c in enumerate(counts[:experts]):
+        x[e, max(0, c):] = float("nan")
+    return x.to(device), torch.tensor(counts, dtype=torch.int32, device=device)
+
+
+def _batched_reference(x: torch.Tensor, w13, w2, counts: list[int]) -> torch.Tensor:
+    """Each expert's first rows through ``reference.moe_layer`` as one choice of weight 1 (exact):
+    ``[sum(counts), H]`` in expert order."""
+    e_ids = [e for e, c in enumerate(counts) for _ in range(min(c, x.shape[1]))]
+    rows = torch.cat([x[e, :min(c, x.shape[1])] for e, c in enumerate(counts)]) if e_ids else x[0, :0]
+    ids = torch.tensor(e_ids, dtype=torch.int32).view(-1, 1).to(x.device)
+    ones = torch.ones(ids.shape, dtype=torch.float32, device=x.device)
+    return reference.moe_layer(rows, w13, w2, ones, ids) if e_ids else rows
+
+
+def _valid_rows(out: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    return torch.cat([out[e, :min(c, out.shape[1])] for e, c in enumerate(counts)])
+
+
+BATCHED_COUNTS = {  # (experts, max_m): counts per expert, a list longer than E as from vLLM's
+    "ragged": (6, 9, [3, 0, 9, 1, 5, 2]),  # BatchedPrepareAndFinalize is read only up to E
+    "one hot": (4, 16, [0, 16, 0, 0]),
+    "M = 1": (4, 1, [1, 0, 1, 1]),
+    "counts above max_m, extra entries": (3, 5, [7, 5, -1, 4, 4]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BATCHED_COUNTS))
+def test_batched_reference_backend_matches_per_expert_reference(case: str) -> None:
+    experts, max_m, counts = BATCHED_COUNTS[case]
+    w13, w2, (p13, p2) = _layer(experts, 96, 64, seed=5)
+    x, num_tokens = _batched(experts, max_m, 96, counts, seed=2)
+    ws13_shape, ws2_shape, out_shape = core.batched_workspace_shapes(experts, max_m, p13.n, p2.n)
+    assert out_shape == (experts, max_m, 96)
+    # vLLM lets the output share workspace13's memory; everything arrives poisoned.
+    common = torch.full((max(math.prod(ws13_shape), math.prod(out_shape)),), float("nan"), dtype=torch.bfloat16)
+    out = common[: math.prod(out_shape)].view(out_shape)
+    got = core.moe_batched(x, p13, p2, num_tokens, expected_m=3, out=out,
+                           workspace13=common[: math.prod(ws13_shape)].view(ws13_shape),
+                           workspace2=torch.full(ws2_shape, float("nan"), dtype=torch.bfloat16),
+                           backend=core.REFERENCE)
+    assert got.data_ptr() == out.data_ptr()
+    valid = [min(max(c, 0), max_m) for c in counts[:experts]]
+    want = _batched_reference(x, w13, w2, valid)
+    assert torch.equal(_valid_rows(got, valid), want)
+    assert torch.isfinite(want).all()
+
+
+@settings(max_examples=20, deadline=None)
+@given(experts=st.integers(1, 6), max_m=st.integers(0, 20), expected_m=st.integers(0, 80),
+       seed=st.integers(0, 1 << 16))
+def test_batched_fuzzed_counts_and_block_sizes(experts, max_m, expected_m, seed) -> None:
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.randint(0, max_m + 1, (experts,), generator=g).tolist()
+    w13, w2, (p13, p2) = _layer(experts, 64, 64, seed=seed % 3)
+    x, num_tokens = _batched(experts, max_m, 64, counts, seed=seed)
+    got = core.moe_batched(x, p13, p2, num_tokens, expected_m=expected_m, backend=core.REFERENCE)
+    assert got.shape == (experts, max_m, 64)
+    if sum(counts):
+        assert torch.equal(_valid_rows(got, counts), _batched_reference(x, w13, w2, counts))
+
+
+def test_batched_bad_inputs_are_named() -> None:
+    _, _, (p13, p2) = _layer(4, 64, 64)
+    x, counts = _batched(4, 3, 64, [1, 2, 3, 0], seed=0)
+    with pytest.raises(ValueError, match=r"expected \[4, max_m, 64\] activations for w13 \[4, 128, 64\]"):
+        core.moe_batched(x[:3], p13, p2, counts, backend=core.REFERENCE)
+    with pytest.raises(ValueError, match=r"expert_num_tokens: expected int32 \[>= 4\], got torch.int64 \[4\]"):
+        core.moe_batched(x, p13, p2, counts.long(), backend=core.REFERENCE)
+    with pytest.raises(ValueError, match=r"expected int32 \[>= 4\], got torch.int32 \[3\]"):
+        core.moe_batched(x, p13, p2, counts[:3], backend=core.REFERENCE)
+
+
 # --- GPU: Chord's kernels ------------------------------------------------------------------
 
 KIMI = {  # (local experts, global experts, hidden, intermediate per rank, top-k)
@@ -177,6 +256,19 @@ def test_kernels_fuzzed_routing_and_expert_map(m, top_k, ep, hot, seed) -> None:
         assert _rel_err(got, want) < REL_TOL
 
 
+def _capture(step) -> torch.cuda.CUDAGraph:
+    """``step`` warmed up on a side stream, then captured."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()  # warm-up on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph
+
+
 @pytest.mark.gpu
 def test_cuda_graph_capture_and_replay(kimi) -> None:
     """One graph per token count, captured after prepare(), replayed on fresh inputs."""
@@ -193,14 +285,7 @@ def test_cuda_graph_capture_and_replay(kimi) -> None:
             core.moe_standard(x, p13, p2, weights, ids, global_num_experts=total, expert_map=expert_map,
                               out=out, workspace13=ws13, workspace2=ws2)
 
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            step()  # warm-up on the capture stream
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step()
+        graph = _capture(step)
         for seed in (1, 2):
             new_ids, new_weights = _routing(m, total, top_k, seed=seed * 1000 + m, device="cuda")
             ids.copy_(new_ids)
@@ -211,3 +296,66 @@ def test_cuda_graph_capture_and_replay(kimi) -> None:
             torch.cuda.synchronize()
             want = reference.moe_layer(x, w13, w2, weights, ids, global_num_experts=total, expert_map=expert_map)
             assert torch.isfinite(out).all() and _rel_err(out, want) < REL_TOL, (m, seed)
+
+
+# --- GPU: the batched (masked) experts on Kimi K2 EP8 shapes ---------------------------------
+
+BATCHED_MAX_M = 32
+"""Rows per expert of the batched buffer (DeepEP low-latency: tokens per rank x ranks), kept modest."""
+
+
+@pytest.fixture(scope="module")
+def kimi_ep8():
+    w13, w2, p13, p2, *_ = _kimi("ep8")
+    core.prepare(p13, p2, torch.device("cuda"), batched_max_m=BATCHED_MAX_M)
+    return w13, w2, p13, p2
+
+
+def _kimi_counts(experts: int, seed: int) -> list[int]:
+    """Ragged counts: an empty expert, one full (hot) one, one of a single row, the rest random."""
+    g = torch.Generator().manual_seed(seed)
+    counts = torch.randint(0, 12, (experts,), generator=g).tolist()
+    counts[:3] = [0, BATCHED_MAX_M, 1]
+    return counts
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("expected_m", [1, 8, 16, 32])
+def test_batched_kernels_match_reference_on_kimi_ep8(kimi_ep8, expected_m: int) -> None:
+    w13, w2, p13, p2 = kimi_ep8
+    counts = _kimi_counts(p13.num_experts, seed=expected_m)
+    x, num_tokens = _batched(p13.num_experts, BATCHED_MAX_M, p13.k, counts, seed=expected_m, device="cuda")
+    out = torch.full((p13.num_experts, BATCHED_MAX_M, p2.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = core.moe_batched(x, p13, p2, num_tokens, expected_m=expected_m, out=out)
+    rows = _valid_rows(got, counts)
+    want = _batched_reference(x, w13, w2, counts)
+    assert torch.isfinite(rows).all() and _rel_err(rows, want) < REL_TOL
+    again = core.moe_batched(x, p13, p2, num_tokens, expected_m=expected_m)
+    assert torch.equal(_valid_rows(again, counts), rows)  # deterministic run to run
+
+
+@pytest.mark.gpu
+def test_batched_cuda_graph_capture_and_replay(kimi_ep8) -> None:
+    """Captured once after prepare(batched_max_m=...); replayed on fresh rows and counts."""
+    w13, w2, p13, p2 = kimi_ep8
+    e, k = p13.num_experts, p13.k
+    x, num_tokens = _batched(e, BATCHED_MAX_M, k, _kimi_counts(e, seed=0), seed=0, device="cuda")
+    ws13, ws2, out_shape = core.batched_workspace_shapes(e, BATCHED_MAX_M, p13.n, p2.n)
+    ws13 = torch.empty(ws13, dtype=torch.bfloat16, device="cuda")
+    ws2 = torch.empty(ws2, dtype=torch.bfloat16, device="cuda")
+    out = torch.empty(out_shape, dtype=torch.bfloat16, device="cuda")
+
+    def step():
+        core.moe_batched(x, p13, p2, num_tokens, expected_m=8, out=out, workspace13=ws13, workspace2=ws2)
+
+    graph = _capture(step)
+    for seed in (1, 2):
+        counts = _kimi_counts(e, seed=seed)
+        new_x, new_counts = _batched(e, BATCHED_MAX_M, k, counts, seed=seed, device="cuda")
+        x.copy_(new_x)
+        num_tokens.copy_(new_counts)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        rows = _valid_rows(out, counts)
+        assert torch.isfinite(rows).all() and _rel_err(rows, _batched_reference(x, w13, w2, counts)) < REL_TOL, seed

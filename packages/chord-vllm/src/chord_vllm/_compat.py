@@ -15,6 +15,13 @@ ENV_SWITCH = "CHORD_VLLM"
 """``0`` turns the plugin off; ``1`` forces Chord (a failed precondition is an error, and the vLLM
 version gate only warns); unset or ``auto`` serves what Chord can and leaves the rest to vLLM."""
 
+BATCHED_SWITCH = "CHORD_VLLM_BATCHED"
+"""``1`` runs Chord's batched experts where vLLM uses the batched activation format (DeepEP
+low-latency); unset or ``0`` leaves that format to vLLM, whose kernel there is faster."""
+
+BATCHED_WHY = "Chord's batched experts measured 0.90-0.98x of vLLM's humming grouped_masked on an H200"
+"""Why the batched format is opt-in (docs/vllm.md has the measurement)."""
+
 TESTED_VLLM = (0, 33)
 """The vLLM minor release whose classes the plugin overrides (``vllm>=0.33,<0.34``)."""
 
@@ -54,6 +61,16 @@ def mode() -> str:
     if value in ("1", "on", "true", "force"):
         return "force"
     raise ValueError(f"{ENV_SWITCH}: expected 0 (off), 1 (force) or auto, got {value!r}")
+
+
+def batched_opt_in() -> bool:
+    """Whether ``CHORD_VLLM_BATCHED`` asks for Chord's batched experts; a bad value is a typed error."""
+    value = os.environ.get(BATCHED_SWITCH, "").strip().lower()
+    if value in ("", "0", "off", "false"):
+        return False
+    if value in ("1", "on", "true"):
+        return True
+    raise ValueError(f"{BATCHED_SWITCH}: expected 1 (Chord's batched experts) or 0 (vLLM's), got {value!r}")
 
 
 def vllm_version_supported(version: str) -> bool:

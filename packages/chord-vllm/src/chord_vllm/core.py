@@ -1,7 +1,9 @@
-"""One MoE layer as vLLM's Standard-format experts run it, without vLLM.
+"""One MoE layer as vLLM's experts run it, without vLLM.
 
-routing -> gate_up GEMM -> SiLU-and-mul -> down GEMM (x top-k weight) -> top-k sum, into buffers the
-caller owns (vLLM's workspaces). Numerics are Chord's contract (docs/formats.md): the top-k weight
+Standard format (:func:`moe_standard`): routing -> gate_up GEMM -> SiLU-and-mul -> down GEMM (x top-k
+weight) -> top-k sum, into buffers the caller owns (vLLM's workspaces). Batched format
+(:func:`moe_batched`, DeepEP low-latency): the same GEMMs over each expert's first rows of a
+``[E, max_m, H]`` buffer, unweighted and unreduced (the all2all's combine weights and sums). Numerics are Chord's contract (docs/formats.md): the top-k weight
 multiplies the down GEMM's fp32 accumulator before its one bf16 rounding, SiLU(gate) * up runs in
 fp32 and rounds once, and the top-k sum adds in fp32 and rounds once — bit for bit
 :func:`chord_kernels.reference.moe_layer`.
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from chord_kernels import PackedWeight, indexed, reference, routing
+from chord_kernels import PackedWeight, grouped, indexed, reference, routing
 
 Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """vLLM's ``moe_align_block_size`` result: sorted_token_ids, expert_ids, num_tokens_post_padded."""
@@ -68,7 +70,16 @@ def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int
     local / global experts before the heuristic sees it.
     """
     local_slots = math.ceil(num_tokens * top_k * w13.num_experts / max(1, global_num_experts))
+    return _block_m(w13, w2, local_slots)
+
+
+def _block_m(w13: PackedWeight, w2: PackedWeight, local_slots: int) -> int:
     return min(indexed.choose_block_m(w13, local_slots), indexed.choose_block_m(w2, local_slots))
+
+
+DECODE_ROWS_PER_EXPERT = 8
+"""Rows per local expert assumed by :func:`moe_batched` when the caller knows no better (a decode
+step of Kimi K2 under DP8: 48 tokens per rank x 8 choices / 384 experts x 8 ranks)."""
 
 
 def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
@@ -79,6 +90,15 @@ def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
     output share workspace13's memory; the output is written last, after the activation is dead.
     """
     return (num_tokens, top_k, n // 2), (num_tokens, top_k, max(n, k)), (num_tokens, k)
+
+
+def batched_workspace_shapes(num_experts: int, max_m: int, n: int, k: int
+                             ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(workspace13, workspace2, output) of :func:`moe_batched` for ``[num_experts, max_m, K]``
+    activations: gate_up in workspace13, the activation in workspace2, the down rows straight into
+    the output, which vLLM lets share workspace13's memory (gate_up is dead by then)."""
+    rows = num_experts * max_m
+    return (rows, n), (rows, n // 2), (num_experts, max_m, k)
 
 
 def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -148,9 +168,63 @@ def moe_standard(
     return out
 
 
-def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device) -> None:
-    """Compile and load every kernel :func:`moe_standard` may launch for these weights, and
-    allocate Chord's per-device scratch, outside any CUDA-graph capture."""
+def moe_batched(
+    hidden: torch.Tensor,
+    w13: PackedWeight,
+    w2: PackedWeight,
+    expert_num_tokens: torch.Tensor,
+    *,
+    expected_m: int = DECODE_ROWS_PER_EXPERT,
+    out: torch.Tensor | None = None,
+    workspace13: torch.Tensor | None = None,
+    workspace2: torch.Tensor | None = None,
+    backend: Backend = KERNELS,
+) -> torch.Tensor:
+    """The experts of a batched (masked) layout: ``hidden`` ``[E_local, max_m, H]`` bf16 holds
+    expert ``e``'s rows in ``hidden[e, :expert_num_tokens[e]]`` -> ``out`` ``[E_local, max_m, H]``,
+    the SiLU-and-mul MLP of each such row, neither weighted nor reduced.
+
+    ``expert_num_tokens`` is int32 on the device with at least ``E_local`` entries (the first
+    ``E_local`` count; a count above ``max_m`` takes ``max_m`` rows). Rows past an expert's count
+    are not read, and their output rows hold garbage. ``expected_m`` (a host int: mean rows per
+    expert) sizes the routing blocks, so nothing reads the device. Workspaces follow
+    :func:`batched_workspace_shapes` (missing ones are allocated); ``out`` may share
+    workspace13's memory.
+    """
+    num_experts, n, k = w13.num_experts, w13.n, w2.n
+    if hidden.dim() != 3 or hidden.shape[0] != num_experts or hidden.shape[2] != w13.k or w2.k * 2 != n:
+        raise ValueError(
+            f"hidden {list(hidden.shape)}: expected [{num_experts}, max_m, {w13.k}] activations for "
+            f"w13 [{num_experts}, {n}, {w13.k}] and w2 [{w2.num_experts}, {k}, {w2.k}]"
+        )
+    if expert_num_tokens.dtype != torch.int32 or expert_num_tokens.dim() != 1 \
+            or expert_num_tokens.numel() < num_experts:
+        raise ValueError(f"expert_num_tokens: expected int32 [>= {num_experts}], got "
+                         f"{expert_num_tokens.dtype} {list(expert_num_tokens.shape)}")
+    max_m = hidden.shape[1]
+    out = _view(out, (num_experts, max_m, k), hidden)
+    if max_m == 0:
+        return out
+    rows = num_experts * max_m
+    block_m = _block_m(w13, w2, max(1, min(expected_m, max_m)) * num_experts)
+    route = grouped.masked_routing(expert_num_tokens[:num_experts], max_m, block_m)
+    gate_up = _view(workspace13, (rows, n), hidden)
+    act = _view(workspace2, (rows, n // 2), hidden)
+    gate_up_act(hidden.reshape(rows, w13.k).contiguous(), w13, route, block_m=block_m, top_k=1,
+                gate_up=gate_up, act=act, backend=backend)
+    # Unweighted: DeepEP's combine applies the top-k weights and sums (TopKWeightAndReduceDelegate).
+    backend.gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=None, out=out.view(rows, k))
+    return out
+
+
+def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device, *, batched_max_m: int | None = None) -> None:
+    """Compile and load every kernel :func:`moe_standard` (or, with ``batched_max_m``,
+    :func:`moe_batched` on ``[E_local, batched_max_m, H]``) may launch for these weights, allocate
+    Chord's per-device scratch and build the masked routing's index constants, outside any
+    CUDA-graph capture."""
+    counts = torch.zeros(w13.num_experts, dtype=torch.int32, device=device) if batched_max_m else None
     for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
         indexed.prepare(w13, block_m, device)
         indexed.prepare(w2, block_m, device)
+        if counts is not None:
+            grouped.masked_routing(counts, batched_max_m, block_m)

@@ -1,7 +1,9 @@
 """Chord or vLLM's own method, for one MoE layer, decided once when the layer is built.
 
 Chord serves a layer only when every condition holds; otherwise vLLM keeps it and one log line per
-reason says why. With ``CHORD_VLLM=1`` a failed condition is an error instead.
+reason says why. With ``CHORD_VLLM=1`` a failed condition is an error instead. vLLM's batched
+activation format (DeepEP low-latency) stays vLLM's unless ``CHORD_VLLM_BATCHED=1`` asks for Chord's
+batched experts; either way one log line says which and why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from vllm.model_executor.layers.fused_moe.all2all_utils import maybe_roundup_lay
 from vllm.model_executor.layers.quantization.utils.quant_utils import kInt4Static32
 
 from chord_vllm import _compat
-from chord_vllm.experts import ChordIndexedExperts
+from chord_vllm.experts import ChordBatchedExperts, ChordIndexedExperts
 
 SOURCE_FORMAT = "pack-quantized"
 PACKED_FORMAT = "chord-packed"
@@ -68,9 +70,10 @@ def _layer_problem(layer: RoutedExperts) -> str | None:
         return "the router weight is applied to the input"
     if parallel.enable_eplb:
         return "EPLB is on (Chord's method does not rebalance experts)"
-    if parallel.use_batched_activation_format:
-        return (f"the {parallel.all2all_backend} all2all uses the batched activation format; Chord's "
-                "batched (masked) experts are not implemented yet")
+    batched = parallel.use_batched_activation_format
+    if batched and not _compat.batched_opt_in():
+        return (f"the {parallel.all2all_backend} all2all uses the batched activation format, which "
+                f"stays vLLM's: {_compat.BATCHED_WHY} ({_compat.BATCHED_SWITCH}=1 runs Chord's anyway)")
     if maybe_roundup_layer_hidden_size(moe.hidden_dim, moe.in_dtype, parallel) != moe.hidden_dim:
         return f"the {parallel.all2all_backend} all2all pads the hidden size {moe.hidden_dim}"
     if moe.hidden_dim % 32 or moe.intermediate_size_per_partition % 32:
@@ -80,8 +83,9 @@ def _layer_problem(layer: RoutedExperts) -> str | None:
         return f"{moe.num_local_experts} local experts (Chord takes at most 65535)"
     # vLLM's own checks for experts classes: device, activation, parallel config, LoRA, batch
     # invariance, ...
-    ok, why = ChordIndexedExperts.is_supported_config(
-        ChordIndexedExperts, moe, kInt4Static32, None, mk.FusedMoEActivationFormat.Standard)
+    experts, fmt = ((ChordBatchedExperts, mk.FusedMoEActivationFormat.BatchedExperts) if batched
+                    else (ChordIndexedExperts, mk.FusedMoEActivationFormat.Standard))
+    ok, why = experts.is_supported_config(experts, moe, kInt4Static32, None, fmt)
     return None if ok else why
 
 
@@ -96,6 +100,12 @@ def decide(layer: RoutedExperts, schemes: list[dict | None]) -> Decision:
         reason = _compat.nvcc_problem()
     if reason is None:
         tp_profile, ep_profile = _compat.PROFILE_BY_ARCH[arch]
+        parallel = layer.moe_config.moe_parallel_config
+        if parallel.use_batched_activation_format:
+            _compat.log_once(logging.INFO, f"Chord's batched experts run the {parallel.all2all_backend} "
+                                           f"all2all's batched activation format because "
+                                           f"{_compat.BATCHED_SWITCH}=1 asks for them ({_compat.BATCHED_WHY}; "
+                                           "unset, vLLM keeps this format)")
         return Decision(True, profile=ep_profile if layer.moe_config.use_ep else tp_profile)
     if mode == "force":
         raise ValueError(f"{layer.layer_name}: {_compat.ENV_SWITCH}=1 forces Chord, but {reason}")

@@ -29,7 +29,7 @@ from vllm.model_executor.utils import set_weight_attrs
 import chord_kernels
 from chord_kernels import PackedWeight
 from chord_vllm import _compat, core, ep_filter, packed_ckpt
-from chord_vllm.experts import ChordIndexedExperts
+from chord_vllm.experts import ChordBatchedExperts, ChordIndexedExperts
 
 PACK_CHUNK_BYTES = 128 << 20
 """Source bytes packed per step after loading; the transient is a few times this."""
@@ -148,9 +148,6 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
             self._drop_range_params(layer)
         layer.w13_weight = getattr(layer, packed_ckpt.param_name("w13"))
         layer.w2_weight = getattr(layer, packed_ckpt.param_name("w2"))
-        device = self.w13.tensors["tiles"].device
-        if device.type == "cuda":
-            core.prepare(self.w13, self.w2, device)  # compile and warm before graph capture
         self.moe_quant_config = self.get_fused_moe_quant_config(layer)
         prepare_finalize = maybe_make_prepare_finalize(
             moe=self.moe, quant_config=self.moe_quant_config,
@@ -158,11 +155,24 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         if prepare_finalize is None:
             raise RuntimeError(f"{self.prefix}: vLLM built no prepare/finalize for "
                                f"{self.moe.moe_parallel_config}")
-        experts = ChordIndexedExperts(self.moe, self.moe_quant_config, w13=self.w13, w2=self.w2)
+        experts = self._experts(prepare_finalize)
+        device = self.w13.tensors["tiles"].device
+        if device.type == "cuda":  # compile and warm before graph capture
+            core.prepare(self.w13, self.w2, device,
+                         batched_max_m=experts.max_m if isinstance(experts, ChordBatchedExperts) else None)
         self.moe_kernel = mk.FusedMoEKernel(prepare_finalize, experts)
         _compat.log_once(logging.INFO, f"Chord serves the routed experts of {self.prefix} "
                                        f"({self.w13.num_experts} local experts, profile {self.profile}, "
-                                       f"{experts.backend.name}); further layers are not logged")
+                                       f"{type(experts).__name__}, {experts.backend.name}); further "
+                                       "layers are not logged")
+
+    def _experts(self, prepare_finalize: mk.FusedMoEPrepareAndFinalize) -> ChordBatchedExperts | ChordIndexedExperts:
+        """The experts for the activation format of vLLM's prepare/finalize."""
+        if prepare_finalize.activation_format == mk.FusedMoEActivationFormat.BatchedExperts:
+            return ChordBatchedExperts(self.moe, self.moe_quant_config,
+                                       max_num_tokens=prepare_finalize.max_num_tokens_per_rank(),
+                                       num_dispatchers=prepare_finalize.num_dispatchers(), w13=self.w13, w2=self.w2)
+        return ChordIndexedExperts(self.moe, self.moe_quant_config, w13=self.w13, w2=self.w2)
 
     def _pack_source(self, layer: RoutedExperts, proj: str) -> PackedWeight:
         """Pack the loaded compressed-tensors weights experts-chunk by chunk into one tiles tensor,
