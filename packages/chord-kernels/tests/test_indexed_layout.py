@@ -194,6 +194,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         WgmmaConfig(block_m=256, mt=2)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, mt=2, items=3)  # 192 tokens x two tiles of accumulators
+    with pytest.raises(ChordInputError):
+        WgmmaConfig(block_m=64, bk=128, prefetch=1)  # prefetches whole 256-K tiles
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

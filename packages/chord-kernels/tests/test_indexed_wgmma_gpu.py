@@ -60,6 +60,10 @@ WCASES = [
     WCase(Case("items4_expert_map", 16, 192, 640, 200, 4, block_m=16, routing="mapped", weighted=True),
           WgmmaConfig(16, 2, 256, 3, items=4)),
     WCase(Case("items2_bm128_mt1", 6, 320, 768, 900, 1, block_m=128), WgmmaConfig(128, 1, 128, 2, items=2)),
+    # L2 prefetch of the weights ahead of the ring (a short last K tile: K / 32 = 33 groups).
+    WCase(Case("prefetch2_items_weighted", 6, 264, 1056, 300, 2, block_m=64, weighted=True),
+          WgmmaConfig(64, 2, 256, 2, items=2, prefetch=2)),
+    WCase(Case("prefetch8_bm56", 6, 136, 7168, 120, 1, block_m=56), WgmmaConfig(56, 2, 256, 3, prefetch=8)),
 ]
 
 

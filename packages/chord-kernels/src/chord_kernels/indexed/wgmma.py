@@ -38,7 +38,9 @@ def _align(x: int, to: int) -> int:
 class WgmmaConfig:
     """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m``-token routing blocks, up to
     ``items`` of them (consecutive, one expert) per work item, the wgmma N being the item's tokens;
-    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
+    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``;
+    ``prefetch``: with 256-K stages, each stage's weights are prefetched into L2 that many stages
+    ahead (0: off)."""
 
     block_m: int
     mt: int = 1
@@ -46,6 +48,7 @@ class WgmmaConfig:
     stages: int = 4
     consumers: int = 2
     items: int = 1
+    prefetch: int = 0
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -57,6 +60,8 @@ class WgmmaConfig:
                                   f"got {self}")
         if self.bk not in (128, 256):
             raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
+        if not 0 <= self.prefetch <= 8 or (self.prefetch and self.bk != 256):
+            raise ChordInputError(f"prefetch: expected 0..8 stages ahead, and only with bk=256, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -103,7 +108,7 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {self.prefetch}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""

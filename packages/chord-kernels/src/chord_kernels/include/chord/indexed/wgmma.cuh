@@ -37,8 +37,9 @@ namespace chord::indexed {
 
 // kBM tokens per routing block, up to kItems blocks of one expert per work item (the wgmma N is
 // a multiple of kBM up to kTile), kMT 64-channel tiles per consumer warpgroup, kBK input channels
-// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
-template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_>
+// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups; with 256-K
+// stages, each stage's weights are prefetched into L2 kPrefetch stages ahead (0: off).
+template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, int kPrefetch_ = 0>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -47,6 +48,8 @@ struct WgmmaConfig {
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
+  static constexpr int kPrefetch = kPrefetch_;
+  static_assert(kPrefetch >= 0 && (kPrefetch == 0 || kBK_ == 256), "L2 prefetch of whole 256-K weight tiles");
   static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
   static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
   static_assert(kMT >= 1 && kMT * kTile <= 256, "accumulators: kMT * kTile / 2 registers per thread");
@@ -248,6 +251,16 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
           if constexpr (Cfg::kBK == 256) {
             if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
+            // The block's K tiles follow each other: prefetch the one kPrefetch stages ahead (at
+            // an item's first stage, every one up to it), so its bulk copy waits for L2, not DRAM.
+#pragma unroll 1
+            for (int kp = kc == 0 ? 1 : kc + Cfg::kPrefetch; kp <= kc + Cfg::kPrefetch && kp < num_kc; ++kp) {
+              const int width_p = min(kTileGroups, kgroups - kp * kTileGroups);
+              if (rows > 0) {
+                ptx::bulk_prefetch_l2(tile + static_cast<int64_t>(rows) * (kp - kt) * kTileGroups * kAtomWords,
+                                      rows * width_p * kAtomBytes);
+              }
+            }
           } else {
             const int r = lane % kTileRows;
             if (r < rows) {
