@@ -253,12 +253,14 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
             // The block's K tiles follow each other: prefetch the one kPrefetch stages ahead (at
             // an item's first stage, every one up to it), so its bulk copy waits for L2, not DRAM.
+            if constexpr (Cfg::kPrefetch > 0) {
 #pragma unroll 1
-            for (int kp = kc == 0 ? 1 : kc + Cfg::kPrefetch; kp <= kc + Cfg::kPrefetch && kp < num_kc; ++kp) {
-              const int width_p = min(kTileGroups, kgroups - kp * kTileGroups);
-              if (rows > 0) {
-                ptx::bulk_prefetch_l2(tile + static_cast<int64_t>(rows) * (kp - kt) * kTileGroups * kAtomWords,
-                                      rows * width_p * kAtomBytes);
+              for (int kp = kc == 0 ? 1 : kc + Cfg::kPrefetch; kp <= kc + Cfg::kPrefetch && kp < num_kc; ++kp) {
+                const int width_p = min(kTileGroups, kgroups - kp * kTileGroups);
+                if (rows > 0) {
+                  ptx::bulk_prefetch_l2(tile + static_cast<int64_t>(rows) * (kp - kt) * kTileGroups * kAtomWords,
+                                        rows * width_p * kAtomBytes);
+                }
               }
             }
           } else {
