@@ -163,8 +163,11 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
     assert choose(pw, 3072) == 80     # ep8_masked64
-    # ... then 64-row blocks, two per WGMMA work item.
-    assert choose(pw, 6144) == 64     # ep8_tok128
+    # ... then 24-row blocks, up to seven per WGMMA work item, up to tok_e 150 ...
+    assert choose(pw, 6144) == 24     # ep8_tok128
+    assert choose(pw, 48 * 150) == 24
+    # ... and 64-row blocks, two per work item.
+    assert choose(pw, 48 * 151) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
     assert choose(tp8, 8192 * 8) == 64  # tp8_8192, tok_e 171
@@ -185,8 +188,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         for n, k in [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (40, 96)]:
             cfg = choose_wgmma_config(n, k, bm)
             assert cfg.block_m == bm and cfg.stages >= 2
-            assert cfg.mt * cfg.tile <= 256  # accumulator registers
-            assert cfg.items == (2 if bm == heuristics.PREFILL_BLOCK else 1)
+            assert cfg.mt * cfg.tile <= 352  # accumulator registers
+            assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: 7}.get(bm, 1)
             assert cfg.smem_bytes(0) + 4096 <= SMEM_LIMIT
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
@@ -194,8 +197,6 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         WgmmaConfig(block_m=256, mt=2)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, mt=2, items=3)  # 192 tokens x two tiles of accumulators
-    with pytest.raises(ChordInputError):
-        WgmmaConfig(block_m=64, bk=128, prefetch=1)  # prefetches whole 256-K tiles
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

@@ -33,6 +33,10 @@ WCASES = [
     WCase(Case("ep8_gate_up_bm128", 48, 4096, 7168, 6144, 1, block_m=128)),
     WCase(Case("tp8_gate_up_bm176", 384, 512, 7168, 2048, 8, block_m=176)),
     WCase(Case("tp8_down_bm128_weighted", 384, 7168, 256, 8192, 1, block_m=128, weighted=True)),
+    # The wide prefill items (24-token blocks, up to seven per item, 128-wide stages).
+    WCase(Case("ep8_gate_up_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24)),
+    WCase(Case("tp8_gate_up_wide_tok85", 384, 512, 7168, 4096, 8, block_m=24)),
+    WCase(Case("wide_hot_expert_weighted", 4, 200, 512, 500, 1, block_m=24, routing="hot", weighted=True)),
     # Odd K groups (3: the tail group, half a 64-K tile), N not a multiple of 64 / 16 / 8.
     WCase(Case("odd_bm8", 5, 40, 96, 7, 3, block_m=8)),
     WCase(Case("odd_bm24_weighted", 5, 72, 160, 11, 2, block_m=24, weighted=True)),
@@ -60,10 +64,16 @@ WCASES = [
     WCase(Case("items4_expert_map", 16, 192, 640, 200, 4, block_m=16, routing="mapped", weighted=True),
           WgmmaConfig(16, 2, 256, 3, items=4)),
     WCase(Case("items2_bm128_mt1", 6, 320, 768, 900, 1, block_m=128), WgmmaConfig(128, 1, 128, 2, items=2)),
-    # L2 prefetch of the weights ahead of the ring (a short last K tile: K / 32 = 33 groups).
-    WCase(Case("prefetch2_items_weighted", 6, 264, 1056, 300, 2, block_m=64, weighted=True),
-          WgmmaConfig(64, 2, 256, 2, items=2, prefetch=2)),
-    WCase(Case("prefetch8_bm56", 6, 136, 7168, 120, 1, block_m=56), WgmmaConfig(56, 2, 256, 3, prefetch=8)),
+    # 160- and 176-token items (two tiles per warpgroup, 128-wide stages).
+    WCase(Case("items2_bm80_tile160_weighted", 6, 264, 1056, 700, 2, block_m=80, weighted=True),
+          WgmmaConfig(80, 2, 128, 3, items=2)),
+    WCase(Case("items2_bm88_tile176_hot", 4, 200, 512, 500, 1, block_m=88, routing="hot"),
+          WgmmaConfig(88, 2, 128, 3, items=2)),
+    WCase(Case("items5_bm32_tile160_mapped", 16, 192, 640, 600, 4, block_m=32, routing="mapped", weighted=True),
+          WgmmaConfig(32, 2, 128, 3, items=5)),
+    # 64-row items with a short last K tile (K / 32 = 33 groups).
+    WCase(Case("items2_short_k_tile_weighted", 6, 264, 1056, 300, 2, block_m=64, weighted=True),
+          WgmmaConfig(64, 2, 256, 2, items=2)),
 ]
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
     "WGMMA_PROFILES",
+    "WIDE_BLOCK",
     "DecodeConfig",
     "block_ms_for",
     "choose_block_m",
@@ -55,12 +56,20 @@ WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 """Profiles whose GPUs (sm_90a) run the WGMMA kernel; the Blackwell profiles keep the decode kernel."""
 WGMMA_MIN_TOK_E = 9.0
 """Above this many rows per expert the WGMMA kernel beats the decode kernel (docs/optimization.md)."""
+WIDE_BLOCK = 24
+"""Routing block from 64 to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA kernel takes up to
+seven consecutive blocks of an expert per work item (168 tokens on 128-wide K stages), so nearly
+every expert is one weight pass and the MMA width follows its rows in steps of 24 (a weight pass
+costs more than its MMAs; docs/optimization.md, session 6). No other rule of the WGMMA profiles
+picks 24, so the block size tells the configuration apart."""
+WIDE_MAX_TOK_E = 150.0
+"""tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
 PREFILL_BLOCK = 64
-"""Routing block above 64 rows per expert: the WGMMA kernel takes up to two consecutive blocks of
-an expert per work item (128 tokens, the widest whose two 64-channel tiles per warpgroup fit the
-registers), so an expert with 65-128 rows is one weight pass and the MMA width follows its rows in
-steps of 64 (docs/optimization.md, session 5). At 64 rows per expert a single 80-row tile measured
-faster: most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
+"""Routing block beyond :data:`WIDE_MAX_TOK_E` rows per expert: two consecutive blocks of an
+expert per work item (128 tokens on 256-wide K stages, whose two stages of wider items would not
+fit shared memory), and the grouped contiguous mode's block (whole 64-row halves of its segments).
+At 64 rows per expert a single 80-row tile measured faster: most experts fit it, and 64-row steps
+waste MMAs on the many with 65-80 rows."""
 
 
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
@@ -72,7 +81,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks; above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert;
-    beyond, :data:`PREFILL_BLOCK` (two blocks per work item).
+    beyond, :data:`WIDE_BLOCK` (up to seven blocks per work item) and above :data:`WIDE_MAX_TOK_E`
+    :data:`PREFILL_BLOCK` (two per work item).
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -84,7 +94,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if weight.profile in WGMMA_PROFILES:
         if tok_e <= 64.0:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
-        return PREFILL_BLOCK
+        return WIDE_BLOCK if tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
@@ -98,7 +108,7 @@ def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
     """Every block size :func:`choose_block_m` may return for ``weight`` (what to warm before
     CUDA-graph capture): the decode blocks, and on sm_90a profiles every WGMMA tile it picks."""
     if weight.profile in WGMMA_PROFILES:
-        return (8, 16, *range(32, 88, 8))  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
+        return (8, 16, WIDE_BLOCK, *range(32, 88, 8))  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
     return BLOCK_MS
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from chord_kernels.errors import ChordInputError
 from chord_kernels.hardware import SMEM_PER_SM, SMEM_RESERVED_PER_CTA
 from chord_kernels.indexed.args import ARGS, prelude
+from chord_kernels.indexed.heuristics import PREFILL_BLOCK, WIDE_BLOCK
 from chord_kernels.indexed.layout import ATOM_BYTES, ATOM_K, ATOM_N
 from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import CudaKernel
@@ -38,9 +39,7 @@ def _align(x: int, to: int) -> int:
 class WgmmaConfig:
     """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m``-token routing blocks, up to
     ``items`` of them (consecutive, one expert) per work item, the wgmma N being the item's tokens;
-    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``;
-    ``prefetch``: with 256-K stages, each stage's weights are prefetched into L2 that many stages
-    ahead (0: off)."""
+    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
 
     block_m: int
     mt: int = 1
@@ -48,20 +47,17 @@ class WgmmaConfig:
     stages: int = 4
     consumers: int = 2
     items: int = 1
-    prefetch: int = 0
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
             raise ChordInputError(f"block_m: expected a multiple of 8 in [8, 256], got {self.block_m}")
         if not 1 <= self.items <= 32 or self.tile > 256:
             raise ChordInputError(f"items: expected 1..32 blocks and block_m * items <= 256 tokens, got {self}")
-        if self.mt < 1 or self.mt * self.tile > 256:
-            raise ChordInputError(f"mt: expected 1 <= mt and mt * block_m * items <= 256 (accumulator registers), "
+        if self.mt < 1 or self.mt * self.tile > 352:
+            raise ChordInputError(f"mt: expected 1 <= mt and mt * block_m * items <= 352 (accumulator registers), "
                                   f"got {self}")
         if self.bk not in (128, 256):
             raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
-        if not 0 <= self.prefetch <= 8 or (self.prefetch and self.bk != 256):
-            raise ChordInputError(f"prefetch: expected 0..8 stages ahead, and only with bk=256, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -89,11 +85,12 @@ class WgmmaConfig:
 
     def smem_bytes(self, list_cap: int) -> int:
         """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
-        header = _align(16 + 12 * self.tile, 16)
+        header = _align(16 + 8 * self.tile, 16)
         epi_tokens = min(self.tile // 8, 4) * 8
         epi = self.tile * 8 + epi_tokens * (self.mt * 128 + 16)
         offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 128
-        return offset + self.consumers * epi + 4 * list_cap
+        rows = 2 * 4 * self.tile
+        return offset + self.consumers * epi + rows + 4 * list_cap
 
     def per_cta_budget(self) -> int:
         return SMEM_LIMIT
@@ -108,7 +105,7 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {self.prefetch}"
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -180,12 +177,16 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     Measured on the H200 (docs/optimization.md): two 64-channel tiles per consumer warpgroup
     (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs; one tile,
     three or four measured 1.1-2x slower) with whole 256-wide K stages (one 9 KB bulk copy per
-    64-channel block), as many stages as fit, up to 128 tokens per work item; from 64-token blocks
-    on, two consecutive blocks of an expert per item (one weight pass for up to 128 rows); one
-    tile per warpgroup beyond 128 tokens, where two tiles' accumulators would not fit the registers.
+    64-channel block; 128-wide stages cost more per K), as many stages as fit. The prefill blocks
+    take several consecutive blocks of an expert per work item (one weight pass for all of them):
+    24-token blocks up to 168 tokens on 128-wide stages (the widest item whose accumulators fit the
+    registers and whose three stages fit shared memory), 64-token blocks up to 128 tokens on 256-wide
+    stages. One tile per warpgroup beyond 128 tokens otherwise.
     """
     del k  # every Kimi K (256 ... 7168) measured best with the same choice
-    items = 2 if block_m == 64 else 1
+    if block_m == WIDE_BLOCK:
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7)
+    items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
     stages = max_stages(block_m, mt, bk, items=items)

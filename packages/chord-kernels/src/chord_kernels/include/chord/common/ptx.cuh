@@ -101,10 +101,4 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
       : "memory");
 }
 
-// L2 prefetch of `bytes` (a multiple of 16) from global memory: a later bulk copy of the same
-// bytes then waits for L2 instead of DRAM.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
-}
-
 }  // namespace chord::ptx

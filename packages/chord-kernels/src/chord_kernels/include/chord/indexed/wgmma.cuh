@@ -48,11 +48,9 @@ struct WgmmaConfig {
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
-  static constexpr int kPrefetch = kPrefetch_;
-  static_assert(kPrefetch >= 0 && (kPrefetch == 0 || kBK_ == 256), "L2 prefetch of whole 256-K weight tiles");
   static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
   static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
-  static_assert(kMT >= 1 && kMT * kTile <= 256, "accumulators: kMT * kTile / 2 registers per thread");
+  static_assert(kMT >= 1 && kMT * kTile <= 352, "accumulators: kMT * kTile / 2 registers per thread");
   static_assert(kBK == 128 || kBK == 256, "a stage is half or all of a 256-wide packed K tile");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
@@ -71,7 +69,6 @@ struct WgmmaConfig {
     int nsub;   // routing blocks of the item (1..kItems)
     int pad;
     int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
-    int rows[kTile];       // its activation row (slot / top_k), -1 for padding
     float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
   };
   // Epilogue: per consumer warpgroup, the item's slots and weights, then a staging tile of
@@ -86,7 +83,9 @@ struct WgmmaConfig {
   static constexpr int kHeaderOffset = kBarOffset + 2 * kStages * 8;
   static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
   static constexpr int kEpiOffset = kScratchOffset + 32 * 4;  // two ints per warp (compact_items)
-  static constexpr int kListOffset = kEpiOffset + kConsumers * kEpiBytes;
+  // The producer's activation rows of its current and previous item (slot / top_k, -1: padding).
+  static constexpr int kRowsOffset = kEpiOffset + kConsumers * kEpiBytes;
+  static constexpr int kListOffset = kRowsOffset + 2 * kTile * 4;
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
   // Arrivals completing a full barrier: every producer thread's cp.async completion, plus the
   // header writer's arrive (which also announces the bulk-copy bytes).
@@ -152,6 +151,15 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   Header* headers = reinterpret_cast<Header*>(smem + Cfg::kHeaderOffset);
 
+  int* const row_buffers = reinterpret_cast<int*>(smem + Cfg::kRowsOffset);
+  int row_buffer = 0;
+  // A thread copies rows 4 pw + lane / 8 + 16 i of the item. Up to kRegisterRows of them it keeps
+  // in registers and issues a stage's copies back to back; beyond, one shared-memory read per row
+  // paces them (they share the memory pipe with the consumers' weight reads): measured faster at
+  // 32-80-token items and at 128-token ones respectively (docs/optimization.md, session 6).
+  constexpr int kRowIters = (Cfg::kTile + 15) / 16;
+  constexpr bool kRowsInRegisters = kRowIters <= 5;
+  int a_rows[kRowsInRegisters ? kRowIters : 1];
   int stage = 0;
   uint32_t phase = 0;
   for (int item = blockIdx.x;; item += gridDim.x) {
@@ -177,6 +185,10 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       nsub = item_blocks<Cfg::kItems>(args, used, block, expert, listed);
     }
     const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in sorted_token_ids
+    // Alternate row buffers: a producer warp may still copy the previous item's last stage while
+    // warp 0 writes this item's rows (the warps meet once per item, at its first stage).
+    int* const item_rows = row_buffers + row_buffer * Cfg::kTile;
+    row_buffer ^= 1;
     // The item's 64-channel blocks: global block index, atom rows (4 except the last block of N).
     const int nb0 = ntile * Cfg::kBlocks;
     const int32_t* expert_tiles = args.tiles + static_cast<int64_t>(expert < 0 ? 0 : expert) * n16 * kgroups * kAtomWords;
@@ -185,46 +197,49 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       const uint32_t full = full0 + stage * 8;
       ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
       Header& h = headers[stage];
-      if (pw == 0) {
-        if (!done && kc == 0) {
-          // The item's slots, activation rows and top-k weights: read once per item (all loads of
-          // a lane in flight together), then carried from stage to stage in shared memory.
-          constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
+      if (kc == 0) {
+        if (pw == 0) {
+          if (!done) {
+            // The item's slots and top-k weights, read once per item (all loads of a lane in flight
+            // together) into its first stage's header, from which the consumers copy them for the
+            // epilogue; its activation rows into the producer's row buffer.
+            constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
 #pragma unroll 1
-          for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
-            int slot[kBatch];
+            for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
+              int slot[kBatch];
 #pragma unroll
-            for (int r = 0; r < kBatch; ++r) {
-              const int row = lane + 32 * (r0 + r);
-              slot[r] = row < rows_used ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
-                                        : args.num_slots;
-            }
+              for (int r = 0; r < kBatch; ++r) {
+                const int row = lane + 32 * (r0 + r);
+                slot[r] = row < rows_used ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
+                                          : args.num_slots;
+              }
 #pragma unroll
-            for (int r = 0; r < kBatch; ++r) {
-              const int row = lane + 32 * (r0 + r);
-              const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
-              if (row < Cfg::kTile) {
-                h.slots[row] = slot[r];
-                h.rows[row] = real ? slot[r] / args.top_k : -1;
-                h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
+              for (int r = 0; r < kBatch; ++r) {
+                const int row = lane + 32 * (r0 + r);
+                const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
+                if (row < Cfg::kTile) {
+                  h.slots[row] = slot[r];
+                  item_rows[row] = real ? slot[r] / args.top_k : -1;
+                  h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
+                }
               }
             }
           }
-        } else if (!done) {
-          const Header& before = headers[stage == 0 ? Cfg::kStages - 1 : stage - 1];  // this item's previous stage
-          for (int row = lane; row < rows_used; row += 32) {
-            h.slots[row] = before.slots[row];
-            h.rows[row] = before.rows[row];
-            h.weights[row] = before.weights[row];
+          if (lane == 0) {
+            h.item = done ? -1 : item;
+            h.ntile = ntile;
+            h.nsub = nsub;
           }
         }
-        if (lane == 0) {
-          h.item = done ? -1 : item;
-          h.ntile = ntile;
-          h.nsub = nsub;
+        named_barrier(kProducerBarrier, 128);  // the item's rows are visible to the producer warps
+        if constexpr (kRowsInRegisters) {
+#pragma unroll
+          for (int i = 0; i < kRowIters; ++i) {
+            const int row = 4 * pw + lane / 8 + 16 * i;
+            a_rows[i] = (!done && row < rows_used) ? item_rows[row] : -1;
+          }
         }
       }
-      named_barrier(kProducerBarrier, 128);  // the header's slots are visible to the producer warps
       const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
       if (pw == 0) {
         // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
@@ -251,18 +266,6 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
           if constexpr (Cfg::kBK == 256) {
             if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
-            // The block's K tiles follow each other: prefetch the one kPrefetch stages ahead (at
-            // an item's first stage, every one up to it), so its bulk copy waits for L2, not DRAM.
-            if constexpr (Cfg::kPrefetch > 0) {
-#pragma unroll 1
-              for (int kp = kc == 0 ? 1 : kc + Cfg::kPrefetch; kp <= kc + Cfg::kPrefetch && kp < num_kc; ++kp) {
-                const int width_p = min(kTileGroups, kgroups - kp * kTileGroups);
-                if (rows > 0) {
-                  ptx::bulk_prefetch_l2(tile + static_cast<int64_t>(rows) * (kp - kt) * kTileGroups * kAtomWords,
-                                        rows * width_p * kAtomBytes);
-                }
-              }
-            }
           } else {
             const int r = lane % kTileRows;
             if (r < rows) {
@@ -279,16 +282,25 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         // 128-byte-swizzled K-major tiles of the stage.
         const int k0 = kc * Cfg::kBK;
         const int chunk = lane % 8;
-#pragma unroll 1
-        for (int row = 4 * pw + lane / 8; row < rows_used; row += 16) {
-          const int a_row = h.rows[row];
-          if (a_row < 0) continue;  // padding row: its output is never stored
+        const uint64_t act_policy = ptx::policy_evict_last();
+        const auto copy_row = [&](int row, int a_row) {
           const __nv_bfloat16* src = args.a + static_cast<int64_t>(a_row) * args.k + k0 + 8 * chunk;
           const uint32_t row_dst = dst + wgmma::sw128_offset(row, chunk);
-          const uint64_t act_policy = ptx::policy_evict_last();
 #pragma unroll
           for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
             if (k0 + sub * 64 + 8 * chunk < args.k) cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 64, act_policy);
+          }
+        };
+        if constexpr (kRowsInRegisters) {
+#pragma unroll
+          for (int i = 0; i < kRowIters; ++i) {
+            if (a_rows[i] >= 0) copy_row(4 * pw + lane / 8 + 16 * i, a_rows[i]);  // -1: padding, never stored
+          }
+        } else {
+#pragma unroll 1
+          for (int row = 4 * pw + lane / 8; row < rows_used; row += 16) {
+            const int a_row = item_rows[row];
+            if (a_row >= 0) copy_row(row, a_row);
           }
         }
       }
@@ -430,6 +442,15 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
+  // The item's slots and weights, from its first stage's header, for the epilogue (the previous
+  // item's epilogue has passed its last barrier: nobody reads them any more).
+  const Header& h = headers[ring.stage];
+  int* slots = reinterpret_cast<int*>(epi);
+  float* tw = reinterpret_cast<float*>(epi + Cfg::kTile * 4);
+  for (int r = threadIdx.x % 128; r < kN; r += 128) {
+    slots[r] = h.slots[r];
+    tw[r] = h.weights[r];
+  }
   int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
   for (int kc = 0; kc < num_kc; ++kc) {
     if (kc > 0) {
@@ -458,17 +479,8 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     ring.advance(Cfg::kStages);
   }
   wgmma::wait_group<0>();
-  // The item's last stage still holds its slots and weights: copy them out for the epilogue,
-  // then release it.
-  const Header& h = headers[prev];
-  int* slots = reinterpret_cast<int*>(epi);
-  float* tw = reinterpret_cast<float*>(epi + Cfg::kTile * 4);
-  for (int r = threadIdx.x % 128; r < kN; r += 128) {
-    slots[r] = h.slots[r];
-    tw[r] = h.weights[r];
-  }
-  named_barrier(2 + consumer, 128);
   if (lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+  named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
   wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
 }
 
