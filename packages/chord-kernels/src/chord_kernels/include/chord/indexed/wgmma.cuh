@@ -12,12 +12,14 @@
 // Roles (one CTA per SM, persistent over items):
 // * one producer warpgroup fills a kStages ring: the packed atoms of the tile with 1-D bulk copies
 //   (contiguous runs, L2 evict-first) and the tokens' activation rows with 16-byte cp.async into
-//   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments);
+//   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments); an item's
+//   slots, rows and top-k weights are read once, into its first stage's header and the
+//   producer's row buffer;
 // * kConsumers warpgroups each own kMT 64-channel tiles of the CTA's N tile: per K group of 32 they
 //   dequantize (bit-exact, as the decode kernel) into one of two register buffers while the wgmma
 //   group of the previous K group runs (commit, then wait_group 1 before reusing a buffer), and
 //   release a stage as soon as the last wgmma reading it has retired;
-// * the epilogue scales by the top-k weight, stages bf16 rows of a warpgroup's channels in shared
+// * the epilogue (slots and weights copied from the item's first stage) scales by the top-k weight, stages bf16 rows of a warpgroup's channels in shared
 //   memory (stmatrix, transposed) and writes whole 16-byte chunks of the output rows.
 // Registers move from the producer to the consumers with setmaxnreg.
 #pragma once
