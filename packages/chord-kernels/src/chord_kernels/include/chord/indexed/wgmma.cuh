@@ -39,9 +39,8 @@ namespace chord::indexed {
 
 // kBM tokens per routing block, up to kItems blocks of one expert per work item (the wgmma N is
 // a multiple of kBM up to kTile), kMT 64-channel tiles per consumer warpgroup, kBK input channels
-// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups; with 256-K
-// stages, each stage's weights are prefetched into L2 kPrefetch stages ahead (0: off).
-template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, int kPrefetch_ = 0>
+// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
+template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
