@@ -194,6 +194,10 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
     with pytest.raises(ChordInputError):
+        WgmmaConfig(block_m=64, bk=256, weight_ring=True)  # the ring holds 256-K tiles under 128-K stages
+    ring = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True)
+    assert ring.smem_bytes(0) <= SMEM_LIMIT and ring.stage_bytes == 43008  # activations only
+    with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=256, mt=2)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, mt=2, items=3)  # 192 tokens x two tiles of accumulators

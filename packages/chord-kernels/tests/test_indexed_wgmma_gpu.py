@@ -71,6 +71,17 @@ WCASES = [
           WgmmaConfig(88, 2, 128, 3, items=2)),
     WCase(Case("items5_bm32_tile160_mapped", 16, 192, 640, 600, 4, block_m=32, routing="mapped", weighted=True),
           WgmmaConfig(32, 2, 128, 3, items=5)),
+    # The weights in their own ring of 256-K tiles under 128-K stages: wide items, an odd stage
+    # count with a one-group last tile (K / 32 = 33) and a partial last N block, one tile per
+    # warpgroup, K = 256 (one weight tile per item).
+    WCase(Case("ring_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24),
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True)),
+    WCase(Case("ring_edges_weighted", 6, 264, 1056, 300, 2, block_m=32, weighted=True),
+          WgmmaConfig(32, 2, 128, 3, items=5, weight_ring=True)),
+    WCase(Case("ring_hot_expert_one_tile", 4, 200, 512, 500, 1, block_m=24, routing="hot"),
+          WgmmaConfig(24, 1, 128, 3, items=7, weight_ring=True)),
+    WCase(Case("ring_tp8_down_weighted", 384, 7168, 256, 8192, 1, block_m=24, weighted=True),
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True)),
     # 64-row items with a short last K tile (K / 32 = 33 groups).
     WCase(Case("items2_short_k_tile_weighted", 6, 264, 1056, 300, 2, block_m=64, weighted=True),
           WgmmaConfig(64, 2, 256, 2, items=2)),

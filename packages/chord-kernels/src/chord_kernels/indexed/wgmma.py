@@ -39,7 +39,8 @@ def _align(x: int, to: int) -> int:
 class WgmmaConfig:
     """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m``-token routing blocks, up to
     ``items`` of them (consecutive, one expert) per work item, the wgmma N being the item's tokens;
-    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``."""
+    ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``;
+    ``weight_ring`` (``bk`` 128 only): the weights in their own two-slot ring of 256-K tiles."""
 
     block_m: int
     mt: int = 1
@@ -47,6 +48,7 @@ class WgmmaConfig:
     stages: int = 4
     consumers: int = 2
     items: int = 1
+    weight_ring: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -58,6 +60,8 @@ class WgmmaConfig:
                                   f"got {self}")
         if self.bk not in (128, 256):
             raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
+        if self.weight_ring and self.bk != 128:
+            raise ChordInputError(f"weight_ring: expected bk=128 (the ring holds whole 256-K tiles), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -80,15 +84,21 @@ class WgmmaConfig:
     @property
     def stage_bytes(self) -> int:
         act = (self.bk // 64) * self.tile * 128
-        weights = self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
+        weights = 0 if self.weight_ring else self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
         return _align(act + weights, 1024)
+
+    @property
+    def weight_ring_bytes(self) -> int:
+        """The weight ring's two 256-K tiles (0 without it)."""
+        return 2 * self.block_n // ATOM_N * (256 // ATOM_K) * ATOM_BYTES if self.weight_ring else 0
 
     def smem_bytes(self, list_cap: int) -> int:
         """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
         header = _align(16 + 8 * self.tile, 16)
         epi_tokens = min(self.tile // 8, 4) * 8
         epi = self.tile * 8 + epi_tokens * (self.mt * 128 + 16)
-        offset = self.stages * self.stage_bytes + 16 * self.stages + self.stages * header + 128
+        barriers = 16 * self.stages + (32 if self.weight_ring else 0)
+        offset = self.stages * self.stage_bytes + self.weight_ring_bytes + barriers + self.stages * header + 128
         rows = 2 * 4 * self.tile
         return offset + self.consumers * epi + rows + 4 * list_cap
 
@@ -105,7 +115,8 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}"
+        ring = ", true" if self.weight_ring else ""
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}{ring}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -119,11 +130,13 @@ class WgmmaConfig:
         return wgmma_kernel(self)
 
 
-def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1) -> int:
+def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1,
+               weight_ring: bool = False) -> int:
     """Deepest ring that fits one CTA per SM with room for the work-item list (0 if none)."""
     fit = 0
     for stages in range(2, limit + 1):
-        cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers, items=items)
+        cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers, items=items,
+                          weight_ring=weight_ring)
         if cfg.smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT:
             fit = stages
     return fit

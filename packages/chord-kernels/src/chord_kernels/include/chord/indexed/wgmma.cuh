@@ -39,8 +39,10 @@ namespace chord::indexed {
 
 // kBM tokens per routing block, up to kItems blocks of one expert per work item (the wgmma N is
 // a multiple of kBM up to kTile), kMT 64-channel tiles per consumer warpgroup, kBK input channels
-// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups.
-template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_>
+// per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups; with
+// kWeightRing (128-K stages only) the weights travel in their own two-slot ring of whole 256-K
+// tiles (one bulk copy per 64-channel block) instead of in the stages.
+template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -49,6 +51,8 @@ struct WgmmaConfig {
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
+  static constexpr bool kWeightRing = kWeightRing_;
+  static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
   static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
   static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
   static_assert(kMT >= 1 && kMT * kTile <= 352, "accumulators: kMT * kTile / 2 registers per thread");
@@ -61,8 +65,13 @@ struct WgmmaConfig {
   static constexpr int kRowsPerLane = (kTile + 31) / 32;
   static constexpr int kActTileBytes = kTile * 128;         // one 64-K tile of kTile token rows
   static constexpr int kStageActBytes = kSubtiles * kActTileBytes;
-  static constexpr int kStageWeightBytes = kBlocks * kTileRows * kGroups * kAtomBytes;
+  // Weights of one 64-channel block: kTileRows atom rows of kWeightGroups groups.
+  static constexpr int kWeightGroups = kWeightRing ? kTileGroups : kGroups;
+  static constexpr int kWeightBlockBytes = kTileRows * kWeightGroups * kAtomBytes;
+  static constexpr int kStageWeightBytes = kWeightRing ? 0 : kBlocks * kWeightBlockBytes;
   static constexpr int kStageBytes = (kStageActBytes + kStageWeightBytes + 1023) / 1024 * 1024;
+  static constexpr int kWeightSlots = kWeightRing ? 2 : 0;
+  static constexpr int kWeightOffset = kStages * kStageBytes;
 
   struct alignas(16) Header {
     int item;   // work item (-1: no more work)
@@ -80,8 +89,9 @@ struct WgmmaConfig {
   static constexpr int kEpiInfoBytes = kTile * 8;
   static constexpr int kEpiBytes = kEpiInfoBytes + kEpiTokens * kEpiRowBytes;
 
-  static constexpr int kBarOffset = kStages * kStageBytes;
-  static constexpr int kHeaderOffset = kBarOffset + 2 * kStages * 8;
+  static constexpr int kBarOffset = kWeightOffset + kWeightSlots * kBlocks * kWeightBlockBytes;
+  static constexpr int kWeightBarOffset = kBarOffset + 2 * kStages * 8;  // full, then empty, per weight slot
+  static constexpr int kHeaderOffset = kWeightBarOffset + 2 * kWeightSlots * 8;
   static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
   static constexpr int kEpiOffset = kScratchOffset + 32 * 4;  // two ints per warp (compact_items)
   // The producer's activation rows of its current and previous item (slot / top_k, -1: padding).
@@ -152,6 +162,10 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   Header* headers = reinterpret_cast<Header*>(smem + Cfg::kHeaderOffset);
 
+  const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
+  const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
+  int wslot = 0;
+  uint32_t wphase = 0;
   int* const row_buffers = reinterpret_cast<int*>(smem + Cfg::kRowsOffset);
   int row_buffer = 0;
   // A thread copies rows 4 pw + lane / 8 + 16 i of the item. Up to kRegisterRows of them it keeps
@@ -243,36 +257,66 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       }
       const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
       if (pw == 0) {
-        // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
-        uint32_t bytes = 0;
-        constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
+        if constexpr (Cfg::kWeightRing) {
+          // The stage holds activations only; an even stage also starts the next 256-K weight tile
+          // (every 64-channel block's atoms of it in one bulk copy) in the weight ring.
+          if (lane == 0) ptx::mbarrier_arrive(full);
+          if (!done && kc % 2 == 0) {
+            const uint32_t wfull = wfull0 + wslot * 8;
+            ptx::mbarrier_wait(wempty0 + wslot * 8, wphase ^ 1);
+            const int kt = kc / 2;
+            const int width = min(kTileGroups, kgroups - kt * kTileGroups);
+            uint32_t bytes = 0;
 #pragma unroll
-        for (int b = 0; b < Cfg::kBlocks; ++b) {
-          const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
-          bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
-        }
-        __syncwarp();
-        if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
-        if (!done && lane < kCopies) {
-          const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
-          const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
-          // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
-          // `width` atoms (8, or fewer in a short last K tile).
-          const int g0 = kc * Cfg::kGroups;
-          const int kt = g0 / kTileGroups;
-          const int width = min(kTileGroups, kgroups - kt * kTileGroups);
-          const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + b) * kTileRows * kgroups +
-                                                static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
-          const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
-          const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
-          if constexpr (Cfg::kBK == 256) {
-            if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
-          } else {
-            const int r = lane % kTileRows;
-            if (r < rows) {
-              ptx::bulk_copy_g2s(block_dst + r * nkg * kAtomBytes,
-                                 tile + (static_cast<int64_t>(r) * width + g0 % kTileGroups) * kAtomWords,
-                                 nkg * kAtomBytes, full, weight_policy);
+            for (int b = 0; b < Cfg::kBlocks; ++b) {
+              bytes += static_cast<uint32_t>(max(min(kTileRows, n16 - (nb0 + b) * kTileRows), 0) * width * kAtomBytes);
+            }
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive_expect_tx(wfull, bytes);
+            if (lane < Cfg::kBlocks) {
+              const int rows = min(kTileRows, n16 - (nb0 + lane) * kTileRows);
+              const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + lane) * kTileRows * kgroups +
+                                                    static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
+              const uint32_t wdst = smem_base + Cfg::kWeightOffset + (wslot * Cfg::kBlocks + lane) * Cfg::kWeightBlockBytes;
+              if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, ptx::policy_evict_first());
+            }
+            if (++wslot == Cfg::kWeightSlots) {
+              wslot = 0;
+              wphase ^= 1;
+            }
+          }
+        } else {
+          // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
+          uint32_t bytes = 0;
+          constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
+#pragma unroll
+          for (int b = 0; b < Cfg::kBlocks; ++b) {
+            const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+            bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
+          }
+          __syncwarp();
+          if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
+          if (!done && lane < kCopies) {
+            const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
+            const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+            // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
+            // `width` atoms (8, or fewer in a short last K tile).
+            const int g0 = kc * Cfg::kGroups;
+            const int kt = g0 / kTileGroups;
+            const int width = min(kTileGroups, kgroups - kt * kTileGroups);
+            const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + b) * kTileRows * kgroups +
+                                                  static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
+            const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
+            const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
+            if constexpr (Cfg::kBK == 256) {
+              if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
+            } else {
+              const int r = lane % kTileRows;
+              if (r < rows) {
+                ptx::bulk_copy_g2s(block_dst + r * nkg * kAtomBytes,
+                                   tile + (static_cast<int64_t>(r) * width + g0 % kTileGroups) * kAtomWords,
+                                   nkg * kAtomBytes, full, weight_policy);
+              }
             }
           }
         }
@@ -355,7 +399,7 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   using MMA = wgmma::RegisterA<kN>;
   uint32_t(&a)[Cfg::kMT][8] = st.a[kBuf];
 #pragma unroll
-  for (int i = 0; i < Cfg::kMT; ++i) dequant_group(a[i], weights + i * kTileRows * Cfg::kGroups * kAtomBytes, lane);
+  for (int i = 0; i < Cfg::kMT; ++i) dequant_group(a[i], weights + i * Cfg::kWeightBlockBytes, lane);
   wgmma::fence();
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
@@ -423,6 +467,8 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
 struct Ring {
   int stage = 0;
   uint32_t phase = 0;
+  int wslot = 0;  // the weight ring's (kWeightRing)
+  uint32_t wphase = 0;
   __device__ __forceinline__ void advance(int stages) {
     if (++stage == stages) {
       stage = 0;
@@ -452,15 +498,27 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     slots[r] = h.slots[r];
     tw[r] = h.weights[r];
   }
+  const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
+  const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
   int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
+  int prev_w = -1;  // likewise its weight slot, when that stage was the slot's last reader
   for (int kc = 0; kc < num_kc; ++kc) {
     if (kc > 0) {
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
-    const uint8_t* weights = smem + ring.stage * Cfg::kStageBytes + Cfg::kStageActBytes +
-                             consumer * Cfg::kMT * kTileRows * Cfg::kGroups * kAtomBytes + warp * nkg * kAtomBytes;
+    const uint8_t* weights;
+    if constexpr (Cfg::kWeightRing) {
+      // Stage kc reads half kc % 2 of the 256-K weight tile kc / 2 (rows of `width` atoms).
+      if (kc % 2 == 0) ptx::mbarrier_wait(wfull0 + ring.wslot * 8, ring.wphase);
+      const int width = min(kTileGroups, kgroups - (kc / 2) * kTileGroups);
+      weights = smem + Cfg::kWeightOffset + (ring.wslot * Cfg::kBlocks + consumer * Cfg::kMT) * Cfg::kWeightBlockBytes +
+                (warp * width + (kc % 2) * Cfg::kGroups) * kAtomBytes;
+    } else {
+      weights = smem + ring.stage * Cfg::kStageBytes + Cfg::kStageActBytes +
+                consumer * Cfg::kMT * Cfg::kWeightBlockBytes + warp * nkg * kAtomBytes;
+    }
     const uint64_t desc = wgmma::desc_k_major_sw128(smem_base + ring.stage * Cfg::kStageBytes);
     // Every stage but an item's short last one has kGroups (even) groups, so group gi always
     // uses register buffer gi % 2 and the body is one code path for the compiler.
@@ -473,14 +531,30 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
         } else {
           consume_group<Cfg, kN, 1>(st, weights + gi * kAtomBytes, d, false, lane);
         }
-        if (gi == 0 && prev >= 0 && lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+        if (gi == 0 && prev >= 0 && lane == 0) {
+          ptx::mbarrier_arrive(empty0 + prev * 8);
+          if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
+        }
       }
     }
     prev = ring.stage;
     ring.advance(Cfg::kStages);
+    prev_w = -1;
+    if constexpr (Cfg::kWeightRing) {
+      if (kc % 2 == 1 || kc == num_kc - 1) {  // the weight tile's last reader
+        prev_w = ring.wslot;
+        if (++ring.wslot == Cfg::kWeightSlots) {
+          ring.wslot = 0;
+          ring.wphase ^= 1;
+        }
+      }
+    }
   }
   wgmma::wait_group<0>();
-  if (lane == 0) ptx::mbarrier_arrive(empty0 + prev * 8);
+  if (lane == 0) {
+    ptx::mbarrier_arrive(empty0 + prev * 8);
+    if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
+  }
   named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
   wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
 }
@@ -532,6 +606,11 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(full0 + s * 8, Cfg::kFullArrivals);
       ptx::mbarrier_init(empty0 + s * 8, Cfg::kEmptyArrivals);
+    }
+    const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;
+    for (int s = 0; s < Cfg::kWeightSlots; ++s) {
+      ptx::mbarrier_init(wfull0 + s * 8, 1);  // the producer's arrive with the tile's bytes
+      ptx::mbarrier_init(wfull0 + (Cfg::kWeightSlots + s) * 8, Cfg::kEmptyArrivals);
     }
     ptx::fence_mbarrier_init();
   }
