@@ -20,6 +20,7 @@ __all__ = [
     "LIST_RESERVE",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
+    "WGMMA_BLOCK_MS",
     "WGMMA_PROFILES",
     "WIDE_BLOCK",
     "DecodeConfig",
@@ -104,11 +105,16 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     return 32
 
 
+WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8))
+"""Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: the wide block, then the
+tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
+
+
 def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
     """Every block size :func:`choose_block_m` may return for ``weight`` (what to warm before
     CUDA-graph capture): the decode blocks, and on sm_90a profiles every WGMMA tile it picks."""
     if weight.profile in WGMMA_PROFILES:
-        return (8, 16, WIDE_BLOCK, *range(32, 88, 8))  # 88: ceil8(64 + 1.9 * 8) = 80 is the largest
+        return (8, 16, *WGMMA_BLOCK_MS)
     return BLOCK_MS
 
 

@@ -26,6 +26,7 @@ from chord_kernels import hardware
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
 from chord_kernels.indexed.heuristics import (
+    WGMMA_BLOCK_MS,
     choose_config,
     choose_schedule,
     general_config,
@@ -214,7 +215,7 @@ KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
     """Every configuration the Kimi shapes can launch at any block size (what ``precompile`` builds)."""
     found: dict[KernelConfig, None] = {}
-    wgmma_blocks = tuple(range(32, 88, 8)) if arch == WGMMA_ARCH else ()  # heuristics.block_ms_for
+    wgmma_blocks = WGMMA_BLOCK_MS if arch == WGMMA_ARCH else ()
     for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
         for n, k in KIMI_SHAPES:
             found.update(dict.fromkeys(configs_for(n, k, block_m, arch)))

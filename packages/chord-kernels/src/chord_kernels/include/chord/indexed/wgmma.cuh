@@ -168,8 +168,8 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   uint32_t wphase = 0;
   int* const row_buffers = reinterpret_cast<int*>(smem + Cfg::kRowsOffset);
   int row_buffer = 0;
-  // A thread copies rows 4 pw + lane / 8 + 16 i of the item. Up to kRegisterRows of them it keeps
-  // in registers and issues a stage's copies back to back; beyond, one shared-memory read per row
+  // A thread copies rows 4 pw + lane / 8 + 16 i of the item. Up to five of them it keeps in
+  // registers and issues a stage's copies back to back; beyond, one shared-memory read per row
   // paces them (they share the memory pipe with the consumers' weight reads): measured faster at
   // 32-80-token items and at 128-token ones respectively (docs/optimization.md, session 6).
   constexpr int kRowIters = (Cfg::kTile + 15) / 16;
