@@ -190,13 +190,19 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             assert cfg.block_m == bm and cfg.stages >= 2
             assert cfg.mt * cfg.tile <= 352  # accumulator registers
             assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: 7}.get(bm, 1)
-            assert cfg.smem_bytes(0) + 4096 <= SMEM_LIMIT
+            assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, bk=256, weight_ring=True)  # the ring holds 256-K tiles under 128-K stages
     ring = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True)
     assert ring.smem_bytes(0) <= SMEM_LIMIT and ring.stage_bytes == 43008  # activations only
+    with pytest.raises(ChordInputError, match="silu_mul"):
+        WgmmaConfig(block_m=64, mt=1, silu_mul=True)  # the gate and up tiles of a warpgroup
+    fused = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, silu_mul=True)
+    assert fused.template_args().endswith(", true, true") and fused.fits_silu_mul(4096)
+    assert not fused.fits_silu_mul(264) and fused.ntiles(4096) == ring.ntiles(4096)
+    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true")
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=256, mt=2)
     with pytest.raises(ChordInputError):

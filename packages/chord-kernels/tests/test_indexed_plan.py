@@ -110,7 +110,10 @@ def test_default_configs_cover_every_kimi_plan() -> None:
             for block_m in indexed.BLOCK_MS:
                 assert _plan(n, k, block_m, capacity, arch="sm_100a").config in decode
             for block_m in indexed.block_ms_for(_weight(n, k)):  # every tile choose_block_m picks
-                assert _plan(n, k, block_m, capacity).config in configs
+                cfg = _plan(n, k, block_m, capacity).config
+                assert cfg in configs
+                if (n, k) in ((4096, 7168), (512, 7168)) and isinstance(cfg, indexed.WgmmaConfig):
+                    assert dataclasses.replace(cfg, silu_mul=True) in configs  # fused_moe's gate_up
 
 
 def test_workspace_layout_and_views() -> None:

@@ -561,7 +561,7 @@ def test_expected_rows_come_from_the_dp_token_counts(monkeypatch) -> None:
         monkeypatch.setattr(forward_context, "get_forward_context", lambda dp=dp: SimpleNamespace(dp_metadata=dp))
         assert batched.expected_rows_per_expert(8, 384) == want
     assert batched.workspace_shapes(1024, 256, 64, 8, 384, 4, None, vs.MoEActivation.SILU) == (
-        (4 * 1024, 256), (4 * 1024, 128), (4, 1024, 64))
+        (4 * 1024, 64), (4 * 1024, 128), (4, 1024, 64))  # workspace13 holds only the output
 
 
 def _tiny_packed():

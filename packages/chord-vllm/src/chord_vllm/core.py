@@ -27,19 +27,22 @@ Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 """vLLM's ``moe_align_block_size`` result: sorted_token_ids, expert_ids, num_tokens_post_padded."""
 
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
-                topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None) -> None:
-    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``). Without ``workspace``
-    the GEMM uses chord-kernels' default of the current (device, stream), so vLLM's dual-batch
-    overlap (two micro-batches on two streams) never shares one."""
+                topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
+                activation: str | None = None) -> None:
+    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``; with ``activation``
+    "silu", SiLU-and-mul of the ``[gate | up]`` output). Without ``workspace`` the GEMM uses
+    chord-kernels' default of the current (device, stream), so vLLM's dual-batch overlap (two
+    micro-batches on two streams) never shares one."""
     indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
-                 workspace=workspace)
+                 workspace=workspace, activation=activation)
 
 
 def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
-                   topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None) -> None:
+                   topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
+                   activation: str | None = None) -> None:
     """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels)."""
-    out.copy_(reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k,
-                                     topk_weights=topk_weights))
+    result = reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights)
+    out.copy_(reference.silu_and_mul(result) if activation == "silu" else result)
 
 
 def chord_align(topk_ids: torch.Tensor, block_m: int, num_experts: int,
@@ -86,19 +89,21 @@ def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(workspace13, workspace2, output) for ``N = 2I`` gate_up rows and hidden size ``K``.
 
-    gate_up and then the down rows live in workspace2, the activation in workspace13. vLLM lets the
-    output share workspace13's memory; the output is written last, after the activation is dead.
+    The activation (the gate_up GEMM's SiLU-and-mul output) lives in workspace13, the down rows in
+    workspace2. vLLM lets the output share workspace13's memory; the output is written last, after
+    the activation is dead.
     """
-    return (num_tokens, top_k, n // 2), (num_tokens, top_k, max(n, k)), (num_tokens, k)
+    return (num_tokens, top_k, n // 2), (num_tokens, top_k, k), (num_tokens, k)
 
 
 def batched_workspace_shapes(num_experts: int, max_m: int, n: int, k: int
                              ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(workspace13, workspace2, output) of :func:`moe_batched` for ``[num_experts, max_m, K]``
-    activations: gate_up in workspace13, the activation in workspace2, the down rows straight into
-    the output, which vLLM lets share workspace13's memory (gate_up is dead by then)."""
+    activations: the activation (the gate_up GEMM's SiLU-and-mul output) in workspace2, the down
+    rows straight into the output, which vLLM lets share workspace13's memory (so workspace13 is
+    the output's size)."""
     rows = num_experts * max_m
-    return (rows, n), (rows, n // 2), (num_experts, max_m, k)
+    return (rows, k), (rows, n // 2), (num_experts, max_m, k)
 
 
 def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -108,10 +113,10 @@ def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tenso
 
 
 def gate_up_act(hidden: torch.Tensor, w13: PackedWeight, route: Routing, *, block_m: int, top_k: int,
-                gate_up: torch.Tensor, act: torch.Tensor, backend: Backend) -> None:
-    """gate_up GEMM, then SiLU(gate) * up in fp32 rounded once (the seam for a fused kernel)."""
-    backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=gate_up)
-    act.copy_(reference.silu_and_mul(gate_up))
+                act: torch.Tensor, backend: Backend) -> None:
+    """gate_up GEMM with SiLU(gate) * up in fp32 rounded once, into ``act``: fused into the WGMMA
+    kernel's epilogue, or the two steps inside ``chord_kernels.indexed.gemm`` elsewhere."""
+    backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=act, activation="silu")
 
 
 def down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor, *,
@@ -160,10 +165,8 @@ def moe_standard(
     block_m = block_m_for(w13, w2, m, top_k, num_experts)
     route = backend.align(topk_ids, block_m, num_experts, expert_map)
     act = _view(workspace13, (m * top_k, n // 2), hidden)
-    gate_up = _view(workspace2, (m * top_k, n), hidden)
-    gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, gate_up=gate_up, act=act,
-                backend=backend)
-    down = _view(workspace2, (m * top_k, k), hidden)  # gate_up is dead once act is written
+    gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend)
+    down = _view(workspace2, (m * top_k, k), hidden)
     down_sum(act, w2, route, topk_weights, block_m=block_m, down=down, out=out, backend=backend)
     return out
 
@@ -208,10 +211,9 @@ def moe_batched(
     rows = num_experts * max_m
     block_m = _block_m(w13, w2, max(1, min(expected_m, max_m)) * num_experts)
     route = grouped.masked_routing(expert_num_tokens[:num_experts], max_m, block_m)
-    gate_up = _view(workspace13, (rows, n), hidden)
     act = _view(workspace2, (rows, n // 2), hidden)
-    gate_up_act(hidden.reshape(rows, w13.k).contiguous(), w13, route, block_m=block_m, top_k=1,
-                gate_up=gate_up, act=act, backend=backend)
+    gate_up_act(hidden.reshape(rows, w13.k).contiguous(), w13, route, block_m=block_m, top_k=1, act=act,
+                backend=backend)
     # Unweighted: DeepEP's combine applies the top-k weights and sums (TopKWeightAndReduceDelegate).
     backend.gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=None, out=out.view(rows, k))
     return out
@@ -224,7 +226,7 @@ def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device, *, batche
     CUDA-graph capture."""
     counts = torch.zeros(w13.num_experts, dtype=torch.int32, device=device) if batched_max_m else None
     for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
-        indexed.prepare(w13, block_m, device)
+        indexed.prepare(w13, block_m, device, activation="silu")
         indexed.prepare(w2, block_m, device)
         if counts is not None:
             grouped.masked_routing(counts, batched_max_m, block_m)

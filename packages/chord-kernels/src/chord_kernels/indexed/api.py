@@ -9,6 +9,7 @@ validate -> :func:`~chord_kernels.indexed.planner.plan` -> workspace -> argument
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 
@@ -36,6 +37,7 @@ from chord_kernels.indexed.planner import (
     routing_capacity,
     shape_workspace_bytes,
 )
+from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
 from chord_kernels.ops import silu_and_mul, topk_sum
 from chord_kernels.packed import PackedWeight
@@ -107,9 +109,15 @@ def gemm(
     out: torch.Tensor | None = None,
     config: KernelConfig | None = None,
     workspace: torch.Tensor | None = None,
+    activation: str | None = None,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
     :func:`chord_kernels.reference.indexed_gemm` for the semantics.
+
+    ``activation="silu"`` (a ``[gate | up]`` weight of N = 2I rows, no ``topk_weights``) returns
+    ``silu(gate) * up`` instead, bf16 ``[slots, I]``, bit-identical to
+    :func:`chord_kernels.ops.silu_and_mul` of the plain output: fused into the WGMMA kernel's
+    epilogue where it runs with two tiles per warpgroup and I % 64 = 0, else the two steps.
 
     Slot ``t`` reads row ``t // top_k`` of ``a``; rows of slots in blocks whose expert is -1
     (non-local) are zero; sentinel entries are skipped. ``topk_weights`` (``[rows, top_k]`` or flat,
@@ -121,7 +129,27 @@ def gemm(
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     return run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
-                    top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace)
+                    top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
+                    activation=activation)
+
+
+ACTIVATIONS = ("silu",)
+"""Activations :func:`gemm` applies to a ``[gate | up]`` output (SiLU-and-mul, Kimi's)."""
+
+
+def _check_activation(activation: object, weight: PackedWeight, topk_weights: torch.Tensor | None,
+                      config: KernelConfig | None) -> None:
+    if activation is not None and activation not in ACTIVATIONS:
+        raise ChordInputError(f"activation: expected None or one of {list(ACTIVATIONS)}, got {activation!r}")
+    if activation is not None and weight.n % 2:
+        raise ChordInputError(f"activation={activation!r}: expected a [gate | up] weight of even N, got N={weight.n}")
+    if activation is not None and topk_weights is not None:
+        raise ChordInputError(f"activation={activation!r} with topk_weights: the top-k weight belongs to the "
+                              "down GEMM, after the activation")
+    fused = isinstance(config, WgmmaConfig) and config.silu_mul
+    if fused and (activation is None or not config.fits_silu_mul(weight.n)):
+        raise ChordInputError(f"config: {config} fuses SiLU-and-mul; expected activation='silu' and N a "
+                              f"multiple of 128, got activation={activation!r}, N={weight.n}")
 
 
 def run_gemm(
@@ -137,6 +165,7 @@ def run_gemm(
     out: torch.Tensor | None = None,
     config: KernelConfig | None = None,
     workspace: torch.Tensor | None = None,
+    activation: str | None = None,
 ) -> torch.Tensor:
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
     the indexed layout or a grouped one: the engine behind both families)."""
@@ -158,6 +187,7 @@ def run_gemm(
     check_block_m(block_m, hardware.arch(device.index))
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
+    _check_activation(activation, weight, topk_weights, config)
     num_slots = a.shape[0] * top_k
     if num_slots >= 1 << 31:
         raise ChordInputError(f"a.shape[0] * top_k = {num_slots} slots exceed int32")
@@ -167,7 +197,8 @@ def run_gemm(
         if topk_weights.numel() != num_slots:
             raise ChordInputError(f"topk_weights: expected {num_slots} weights, got {topk_weights.numel()}")
         weights_flat = topk_weights.reshape(-1).float().contiguous()
-    out = output_tensor(out, (num_slots, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    n_out = weight.n // 2 if activation else weight.n
+    out = output_tensor(out, (num_slots, n_out), dtype=torch.bfloat16, device=device, contiguous=True)
     if num_slots == 0:
         return out
     _aligned16("a", a)
@@ -175,8 +206,15 @@ def run_gemm(
     capacity = routing_capacity(sorted_token_ids, expert_ids, block_m)
     if capacity == 0:
         return out.zero_()
-    launch = cached_plan(weight.n, weight.k, block_m, capacity, hardware.num_sms(device.index),
-                         hardware.arch(device.index), config)
+    num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
+    launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+    if activation:
+        fused = _silu_mul_twin(launch.config, weight.n)
+        if fused is None:  # the decode kernel, or gate/up halves not in whole 64-channel blocks
+            gate_up = run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
+                               top_k=top_k, config=config, workspace=workspace)
+            return silu_and_mul(gate_up, out=out)
+        launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
@@ -189,17 +227,31 @@ def run_gemm(
     return out
 
 
-def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None) -> None:
-    """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m``, and allocate
-    the default workspace of ``device``'s current stream. Call it before CUDA-graph capture, on the
-    stream that will capture (or pass ``workspace=`` to ``gemm``)."""
+def _silu_mul_twin(config: KernelConfig, n: int) -> WgmmaConfig | None:
+    """The configuration that fuses SiLU-and-mul into ``config``'s kernel for ``n`` weight rows
+    (``config`` itself if it does), or None where the activation runs as a second step."""
+    if isinstance(config, WgmmaConfig) and config.fits_silu_mul(n):
+        return dataclasses.replace(config, silu_mul=True)
+    return None
+
+
+def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None, *,
+            activation: str | None = None) -> None:
+    """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m`` (with
+    ``activation``, those that fuse it), and allocate the default workspace of ``device``'s
+    current stream. Call it before CUDA-graph capture, on the stream that will capture (or pass
+    ``workspace=`` to ``gemm``)."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
     check_block_m(block_m, arch)
+    _check_activation(activation, weight, None, None)
     for cfg in configs_for(weight.n, weight.k, block_m, arch):
         cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
+        fused = _silu_mul_twin(cfg, weight.n) if activation else None
+        if fused is not None:
+            fused.kernel().prepare(dev, smem=fused.per_cta_budget())
     reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 
@@ -215,7 +267,8 @@ def fused_moe(
     expert_map: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A whole MoE layer: align -> gate_up -> SiLU-and-mul -> down (x top-k weight) -> top-k sum.
+    """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused where the WGMMA kernel runs)
+    -> down (x top-k weight) -> top-k sum.
 
     ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
     the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts
@@ -248,7 +301,6 @@ def fused_moe(
     block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
-    gate_up = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace)
-    act = silu_and_mul(gate_up)
+    act = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace, activation="silu")
     down = gemm(act, w2, *args, block_m=block_m, top_k=1, topk_weights=topk_weights, workspace=workspace)
     return topk_sum(down.view(m, top_k, w2.n))

@@ -210,15 +210,21 @@ def max_workspace_bytes(
 
 KIMI_SHAPES = ((4096, 7168), (7168, 2048), (512, 7168), (7168, 256))
 """(N, K) of the Kimi K2.x expert GEMMs: gate_up and down under EP8, then under TP8."""
+KIMI_GATE_UP = ((4096, 7168), (512, 7168))
+"""The gate_up GEMMs among them (``fused_moe`` runs them with SiLU-and-mul fused)."""
 
 
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
-    """Every configuration the Kimi shapes can launch at any block size (what ``precompile`` builds)."""
+    """Every configuration the Kimi shapes can launch at any block size, with the fused SiLU-and-mul
+    twins of the gate_up ones (what ``precompile`` builds)."""
     found: dict[KernelConfig, None] = {}
     wgmma_blocks = WGMMA_BLOCK_MS if arch == WGMMA_ARCH else ()
     for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
         for n, k in KIMI_SHAPES:
-            found.update(dict.fromkeys(configs_for(n, k, block_m, arch)))
+            for cfg in configs_for(n, k, block_m, arch):
+                found[cfg] = None
+                if (n, k) in KIMI_GATE_UP and isinstance(cfg, WgmmaConfig) and cfg.fits_silu_mul(n):
+                    found[dataclasses.replace(cfg, silu_mul=True)] = None
     return list(found)
 
 

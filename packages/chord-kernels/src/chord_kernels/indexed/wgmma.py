@@ -40,7 +40,9 @@ class WgmmaConfig:
     """One instantiation of ``chord::indexed::WgmmaConfig``: ``block_m``-token routing blocks, up to
     ``items`` of them (consecutive, one expert) per work item, the wgmma N being the item's tokens;
     ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``;
-    ``weight_ring`` (``bk`` 128 only): the weights in their own two-slot ring of 256-K tiles."""
+    ``weight_ring`` (``bk`` 128 only): the weights in their own two-slot ring of 256-K tiles;
+    ``silu_mul`` (``mt`` 2 only): fused SiLU-and-mul, the weight being ``[gate | up]`` (N = 2I, I a
+    multiple of 64) and the output ``silu(gate) * up`` (``[slots, I]``)."""
 
     block_m: int
     mt: int = 1
@@ -49,6 +51,7 @@ class WgmmaConfig:
     consumers: int = 2
     items: int = 1
     weight_ring: bool = False
+    silu_mul: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -62,6 +65,8 @@ class WgmmaConfig:
             raise ChordInputError(f"bk: expected 128 or 256, got {self.bk}")
         if self.weight_ring and self.bk != 128:
             raise ChordInputError(f"weight_ring: expected bk=128 (the ring holds whole 256-K tiles), got {self}")
+        if self.silu_mul and self.mt != 2:
+            raise ChordInputError(f"silu_mul: expected mt=2 (a warpgroup's gate and up tiles), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -106,8 +111,14 @@ class WgmmaConfig:
         return SMEM_LIMIT
 
     def ntiles(self, n: int) -> int:
-        """N tiles of a GEMM with ``n`` output channels (work items per routing block)."""
+        """N tiles of a GEMM with ``n`` weight rows (work items per routing block; with
+        ``silu_mul`` each tile has half of ``block_n`` outputs, the same count for ``n`` % 128 = 0)."""
         return math.ceil(math.ceil(n / ATOM_N) / (self.block_n // ATOM_N))
+
+    def fits_silu_mul(self, n: int) -> bool:
+        """Whether this configuration's fused SiLU-and-mul twin serves a ``[gate | up]`` weight of
+        ``n`` rows: two tiles per warpgroup, and 64-channel gate and up blocks (I % 64 = 0)."""
+        return self.mt == 2 and n % 128 == 0
 
     def workspace(self, grid: int) -> WorkspaceLayout:
         """None: whole items, a strided schedule."""
@@ -115,8 +126,8 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        ring = ", true" if self.weight_ring else ""
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}{ring}"
+        flags = f", {str(self.weight_ring).lower()}, true" if self.silu_mul else ", true" if self.weight_ring else ""
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}{flags}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -192,13 +203,14 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     three or four measured 1.1-2x slower) with whole 256-wide K stages (one 9 KB bulk copy per
     64-channel block; 128-wide stages cost more per K), as many stages as fit. The prefill blocks
     take several consecutive blocks of an expert per work item (one weight pass for all of them):
-    24-token blocks up to 168 tokens on 128-wide stages (the widest item whose accumulators fit the
-    registers and whose three stages fit shared memory), 64-token blocks up to 128 tokens on 256-wide
-    stages. One tile per warpgroup beyond 128 tokens otherwise.
+    24-token blocks up to 168 tokens on 128-wide activation stages (the widest item whose
+    accumulators fit the registers and whose three stages fit shared memory) with the weights in
+    their own ring of 256-K tiles (one bulk copy per block), 64-token blocks up to 128 tokens on
+    256-wide stages. One tile per warpgroup beyond 128 tokens otherwise.
     """
     del k  # every Kimi K (256 ... 7168) measured best with the same choice
     if block_m == WIDE_BLOCK:
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7)
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True)
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256

@@ -520,7 +520,7 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
   if (warp == Cfg::kWarps) {
     producer_loop<Cfg>(args, smem, list, total);
   } else {
-    zero_invalid_blocks(args, used, Cfg::kBM, warp, Cfg::kWarps);
+    zero_invalid_blocks(args, args.n, used, Cfg::kBM, warp, Cfg::kWarps);
     consumer_loop<Cfg>(args, smem, warp, total);
   }
   if constexpr (Cfg::kDynamic) {

@@ -12,17 +12,18 @@
 
 namespace chord::indexed {
 
-// Store 8 bf16 output channels from `channel` of slot `slot`'s row: one 16-byte store when N keeps
-// rows 16-byte aligned, else element by element up to N.
-__device__ __forceinline__ void store_chunk(const Args& args, int slot, int channel, const uint4& v, bool aligned) {
-  __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * args.n + channel;
+// Store 8 bf16 output channels from `channel` of slot `slot`'s row of `n` channels: one 16-byte
+// store when n keeps rows 16-byte aligned, else element by element up to n.
+__device__ __forceinline__ void store_chunk(const Args& args, int n, int slot, int channel, const uint4& v,
+                                            bool aligned) {
+  __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * n + channel;
   if (aligned) {
     *reinterpret_cast<uint4*>(dst) = v;
   } else {
     const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
-      if (channel + u < args.n) dst[u] = e[u];
+      if (channel + u < n) dst[u] = e[u];
     }
   }
 }
@@ -80,17 +81,16 @@ __device__ __forceinline__ void store_block(const Args& args, const float (&acc)
     if (c < Chunks::kCount && slots[i] < args.num_slots && channel < args.n) {
       const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / Chunks::kPerRow) * Cfg::kOutRowBytes +
                                                       (c % Chunks::kPerRow) * 16);
-      store_chunk(args, slots[i], channel, v, aligned);
+      store_chunk(args, args.n, slots[i], channel, v, aligned);
     }
   }
 }
 
-// Rows of the slots of routing blocks whose expert is not local (id -1 or out of range) are
-// zero, as in the reference. CTA c handles blocks c, c + G, ... with `num_warps` warps.
-__device__ __forceinline__ void zero_invalid_blocks(const Args& args, int used, int block_m,
+// Rows (of n channels) of the slots of routing blocks whose expert is not local (id -1 or out of
+// range) are zero, as in the reference. CTA c handles blocks c, c + G, ... with `num_warps` warps.
+__device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int used, int block_m,
                                                     int warp, int num_warps) {
   const int lane = threadIdx.x % 32;
-  const int n = args.n;
   for (int b = blockIdx.x; b < used; b += gridDim.x) {
     const int expert = __ldg(args.expert_ids + b);
     if (static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts)) continue;

@@ -19,8 +19,10 @@
 //   dequantize (bit-exact, as the decode kernel) into one of two register buffers while the wgmma
 //   group of the previous K group runs (commit, then wait_group 1 before reusing a buffer), and
 //   release a stage as soon as the last wgmma reading it has retired;
-// * the epilogue (slots and weights copied from the item's first stage) scales by the top-k weight, stages bf16 rows of a warpgroup's channels in shared
-//   memory (stmatrix, transposed) and writes whole 16-byte chunks of the output rows.
+// * the epilogue (slots and weights copied from the item's first stage) scales by the top-k weight
+//   (or, fused SiLU-and-mul, combines a warpgroup's gate and up tiles), stages bf16 rows of a
+//   warpgroup's channels in shared memory (stmatrix, transposed) and writes whole 16-byte chunks
+//   of the output rows.
 // Registers move from the producer to the consumers with setmaxnreg.
 #pragma once
 
@@ -41,8 +43,10 @@ namespace chord::indexed {
 // a multiple of kBM up to kTile), kMT 64-channel tiles per consumer warpgroup, kBK input channels
 // per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups; with
 // kWeightRing (128-K stages only) the weights travel in their own two-slot ring of whole 256-K
-// tiles (one bulk copy per 64-channel block) instead of in the stages.
-template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false>
+// tiles (one bulk copy per 64-channel block) instead of in the stages; with kSiluMul (kMT 2) the
+// weight is [gate | up] (N = 2I, I a multiple of 64) and the output silu(gate) * up ([slots, I]).
+template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
+          bool kSiluMul_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -52,6 +56,8 @@ struct WgmmaConfig {
   static constexpr int kStages = kStages_;
   static constexpr int kConsumers = kConsumers_;
   static constexpr bool kWeightRing = kWeightRing_;
+  static constexpr bool kSiluMul = kSiluMul_;
+  static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
   static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
   static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
@@ -60,6 +66,19 @@ struct WgmmaConfig {
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
+  static constexpr int kOutMT = kSiluMul ? 1 : kMT;         // 64-channel output tiles per warpgroup
+  static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
+  // Global 64-channel block (of `blocks`) of the N tile's block b, which is consumer b / kMT's tile
+  // b % kMT. With kSiluMul, output block g's gate is block g and its up block g + blocks / 2, so a
+  // warpgroup holds both halves of its outputs; `blocks` (no rows) past the outputs.
+  __device__ __forceinline__ static int block_of(int ntile, int b, int blocks) {
+    if constexpr (kSiluMul) {
+      const int g = ntile * kConsumers + b / kMT;
+      return g < blocks / 2 ? (b % kMT) * (blocks / 2) + g : blocks;
+    } else {
+      return ntile * kBlocks + b;
+    }
+  }
   static constexpr int kGroups = kBK / kAtomK;              // scale groups (32 K) per stage
   static constexpr int kSubtiles = kBK / 64;                // 64-K swizzled activation tiles per stage
   static constexpr int kRowsPerLane = (kTile + 31) / 32;
@@ -156,6 +175,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const int kgroups = args.k / kAtomK;
   const int num_kc = (kgroups + Cfg::kGroups - 1) / Cfg::kGroups;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
+  const int blocks = (n16 + kTileRows - 1) / kTileRows;  // 64-channel blocks of the weight
   const bool weighted = args.topk_weights != nullptr;
   const uint32_t smem_base = ptx::smem_addr(smem);
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
@@ -204,8 +224,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     // warp 0 writes this item's rows (the warps meet once per item, at its first stage).
     int* const item_rows = row_buffers + row_buffer * Cfg::kTile;
     row_buffer ^= 1;
-    // The item's 64-channel blocks: global block index, atom rows (4 except the last block of N).
-    const int nb0 = ntile * Cfg::kBlocks;
+    // The item's 64-channel blocks (Cfg::block_of) have 4 atom rows, except the last block of N.
     const int32_t* expert_tiles = args.tiles + static_cast<int64_t>(expert < 0 ? 0 : expert) * n16 * kgroups * kAtomWords;
     for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
       const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
@@ -269,13 +288,15 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             uint32_t bytes = 0;
 #pragma unroll
             for (int b = 0; b < Cfg::kBlocks; ++b) {
-              bytes += static_cast<uint32_t>(max(min(kTileRows, n16 - (nb0 + b) * kTileRows), 0) * width * kAtomBytes);
+              bytes += static_cast<uint32_t>(max(min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows), 0) *
+                                             width * kAtomBytes);
             }
             __syncwarp();
             if (lane == 0) ptx::mbarrier_arrive_expect_tx(wfull, bytes);
             if (lane < Cfg::kBlocks) {
-              const int rows = min(kTileRows, n16 - (nb0 + lane) * kTileRows);
-              const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + lane) * kTileRows * kgroups +
+              const int nb = Cfg::block_of(ntile, lane, blocks);
+              const int rows = min(kTileRows, n16 - nb * kTileRows);
+              const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
                                                     static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
               const uint32_t wdst = smem_base + Cfg::kWeightOffset + (wslot * Cfg::kBlocks + lane) * Cfg::kWeightBlockBytes;
               if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, ptx::policy_evict_first());
@@ -291,20 +312,21 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
 #pragma unroll
           for (int b = 0; b < Cfg::kBlocks; ++b) {
-            const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+            const int rows = min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows);
             bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
           }
           __syncwarp();
           if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
           if (!done && lane < kCopies) {
             const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
-            const int rows = min(kTileRows, n16 - (nb0 + b) * kTileRows);
+            const int nb = Cfg::block_of(ntile, b, blocks);
+            const int rows = min(kTileRows, n16 - nb * kTileRows);
             // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
             // `width` atoms (8, or fewer in a short last K tile).
             const int g0 = kc * Cfg::kGroups;
             const int kt = g0 / kTileGroups;
             const int width = min(kTileGroups, kgroups - kt * kTileGroups);
-            const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb0 + b) * kTileRows * kgroups +
+            const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
                                                   static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
             const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
             const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
@@ -425,22 +447,33 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
   uint8_t* staging = epi + Cfg::kEpiInfoBytes;
   const uint32_t staging_addr = ptx::smem_addr(staging);
   const int t = lane % 4;
-  const int channel0 = ntile * Cfg::kBN + consumer * Cfg::kMT * 64;
-  const bool aligned = args.n % 8 == 0;
-  constexpr int kChunksPerRow = Cfg::kMT * 8;
+  const int n_out = Cfg::kSiluMul ? args.n / 2 : args.n;
+  const int channel0 = ntile * Cfg::kOutBN + consumer * Cfg::kOutMT * 64;
+  const bool aligned = n_out % 8 == 0;
+  constexpr int kChunksPerRow = Cfg::kOutMT * 8;
   constexpr int kChunks = kEpiNT * 8 * kChunksPerRow;
+  // Output x of tile i: the accumulator, or silu(gate) * up computed as ops.silu_and_mul does on
+  // the unfused bf16 output (gate and up rounded to bf16, fp32 math), so both paths agree bit for bit.
+  const auto value = [&](int i, int x) {
+    if constexpr (Cfg::kSiluMul) {
+      const float g = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(0)[x]));
+      const float u = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(1)[x]));
+      return g / (1.0f + expf(-g)) * u;
+    } else {
+      return st.template tile<kN>(i)[x];
+    }
+  };
 #pragma unroll
   for (int j0 = 0; j0 < kNT; j0 += kEpiNT) {
 #pragma unroll
-    for (int i = 0; i < Cfg::kMT; ++i)
+    for (int i = 0; i < Cfg::kOutMT; ++i)
 #pragma unroll
       for (int jj = 0; jj < kEpiNT; ++jj) {
         const int j = j0 + jj;
         if (j < kNT) {
           const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
-          const float(&acc)[kN / 2] = st.template tile<kN>(i);
-          const __nv_bfloat162 lo = __floats2bfloat162_rn(acc[4 * j] * w0, acc[4 * j + 1] * w1);
-          const __nv_bfloat162 hi = __floats2bfloat162_rn(acc[4 * j + 2] * w0, acc[4 * j + 3] * w1);
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
+          const __nv_bfloat162 hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
           const uint32_t row = staging_addr + (jj * 8 + (lane & 7)) * Cfg::kEpiRowBytes + (i * 64 + warp * 16 + (lane & 8)) * 2;
           ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
         }
@@ -450,12 +483,12 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
     for (int c = tid; c < kChunks; c += 128) {
       const int token = j0 * 8 + c / kChunksPerRow;
       const int channel = channel0 + (c % kChunksPerRow) * 8;
-      if (token < kN && channel < args.n) {
+      if (token < kN && channel < n_out) {
         const int slot = slots[token];
         if (slot >= 0 && slot < args.num_slots) {
           const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
                                                           (c % kChunksPerRow) * 16);
-          store_chunk(args, slot, channel, v, aligned);
+          store_chunk(args, n_out, slot, channel, v, aligned);
         }
       }
     }
@@ -630,7 +663,7 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
     wgmma_producer<Cfg>(args, smem, list, total, used, listed);
   } else {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
-    zero_invalid_blocks(args, used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
+    zero_invalid_blocks(args, Cfg::kSiluMul ? args.n / 2 : args.n, used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
     wgmma_consumer<Cfg>(args, smem);
   }
 }
