@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "chord/common/activation.cuh"
 #include "chord/common/dequant.cuh"
 #include "chord/common/ptx.cuh"
 #include "chord/common/wgmma.cuh"
@@ -458,7 +459,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
     if constexpr (Cfg::kSiluMul) {
       const float g = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(0)[x]));
       const float u = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(1)[x]));
-      return g / (1.0f + expf(-g)) * u;
+      return silu_of_bf16(g) * u;
     } else {
       return st.template tile<kN>(i)[x];
     }
