@@ -10,6 +10,7 @@ validate -> :func:`~chord_kernels.indexed.planner.plan` -> workspace -> argument
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 
@@ -208,25 +209,26 @@ def run_gemm(
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+    target = out  # what the kernel writes
     if activation:
         fused = _silu_mul_twin(launch.config, weight.n)
-        if fused is None:  # the decode kernel, or gate/up halves not in whole 64-channel blocks
-            gate_up = run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
-                               top_k=top_k, config=config, workspace=workspace)
-            return silu_and_mul(gate_up, out=out)
-        launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
+        if fused is not None:
+            launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
+        else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
+            target = torch.empty(num_slots, weight.n, dtype=torch.bfloat16, device=device)
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
-        device, tiles=tiles, a=a, out=out, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
+        device, tiles=tiles, a=a, out=target, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
         num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
         num_blocks=capacity, list_cap=launch.list_cap,
     )
     launch.launch(args, device, stream)
-    return out
+    return out if target is out else silu_and_mul(target, out=out)
 
 
+@functools.lru_cache(maxsize=256)
 def _silu_mul_twin(config: KernelConfig, n: int) -> WgmmaConfig | None:
     """The configuration that fuses SiLU-and-mul into ``config``'s kernel for ``n`` weight rows
     (``config`` itself if it does), or None where the activation runs as a second step."""

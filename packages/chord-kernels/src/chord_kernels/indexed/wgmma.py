@@ -126,8 +126,8 @@ class WgmmaConfig:
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        flags = f", {str(self.weight_ring).lower()}, true" if self.silu_mul else ", true" if self.weight_ring else ""
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}{flags}"
+        flags = f"{str(self.weight_ring).lower()}, {str(self.silu_mul).lower()}"
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""

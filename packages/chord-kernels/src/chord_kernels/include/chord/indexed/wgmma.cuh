@@ -69,6 +69,8 @@ struct WgmmaConfig {
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
   static constexpr int kOutMT = kSiluMul ? 1 : kMT;         // 64-channel output tiles per warpgroup
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
+  // Channels of an output row for a weight of n rows.
+  __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
   // Global 64-channel block (of `blocks`) of the N tile's block b, which is consumer b / kMT's tile
   // b % kMT. With kSiluMul, output block g's gate is block g and its up block g + blocks / 2, so a
   // warpgroup holds both halves of its outputs; `blocks` (no rows) past the outputs.
@@ -448,7 +450,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
   uint8_t* staging = epi + Cfg::kEpiInfoBytes;
   const uint32_t staging_addr = ptx::smem_addr(staging);
   const int t = lane % 4;
-  const int n_out = Cfg::kSiluMul ? args.n / 2 : args.n;
+  const int n_out = Cfg::out_channels(args.n);
   const int channel0 = ntile * Cfg::kOutBN + consumer * Cfg::kOutMT * 64;
   const bool aligned = n_out % 8 == 0;
   constexpr int kChunksPerRow = Cfg::kOutMT * 8;
@@ -664,7 +666,7 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
     wgmma_producer<Cfg>(args, smem, list, total, used, listed);
   } else {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
-    zero_invalid_blocks(args, Cfg::kSiluMul ? args.n / 2 : args.n, used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
+    zero_invalid_blocks(args, Cfg::out_channels(args.n), used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
     wgmma_consumer<Cfg>(args, smem);
   }
 }
