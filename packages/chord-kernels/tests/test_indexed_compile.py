@@ -11,7 +11,7 @@ import re
 import pytest
 
 from chord_kernels.errors import ChordCompileError, NvccNotFoundError
-from chord_kernels.indexed import DecodeConfig, default_configs
+from chord_kernels.indexed import DecodeConfig, WgmmaConfig, default_configs
 from chord_kernels.jit import SUPPORTED_ARCHS, CudaKernel, find_nvcc
 
 try:
@@ -26,7 +26,10 @@ pytestmark = pytest.mark.skipif(not HAVE_NVCC, reason="needs nvcc")
 @pytest.mark.parametrize("arch", SUPPORTED_ARCHS)
 def test_default_configs_compile_without_spills(arch: str) -> None:
     assert set(SUPPORTED_ARCHS) >= {"sm_90a", "sm_100a", "sm_103a"}
-    for cfg in default_configs(arch):
+    configs = default_configs(arch)
+    # The opt-in top-k-sum twins of the Kimi down GEMMs' WGMMA configurations.
+    configs += [c.topk_sum_twin(7168) for c in configs if isinstance(c, WgmmaConfig) and c.topk_sum_twin(7168)]
+    for cfg in configs:
         kernel = CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
                             flags=("-Xptxas", "-v"))
         cubin = kernel.compile(arch)

@@ -31,6 +31,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("indexed", kernels="chord_kernels.indexed", layout="chord_kernels.indexed.layout"),
     Family("grouped", kernels="chord_kernels.grouped", layout="chord_kernels.grouped.layout"),
     Family("dequant", kernels="chord_kernels.ops.dequant"),
+    Family("topk", kernels="chord_kernels.ops.topk"),
 )
 
 LAYOUT_MODULES: tuple[str, ...] = ("chord_kernels.packed", *(f.layout for f in FAMILIES if f.layout))

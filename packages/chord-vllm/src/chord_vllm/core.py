@@ -28,21 +28,42 @@ Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                 topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                activation: str | None = None) -> None:
-    """The one call site of ``chord_kernels.indexed.gemm`` (writes ``out``; with ``activation``
-    "silu", SiLU-and-mul of the ``[gate | up]`` output). Without ``workspace`` the GEMM uses
-    chord-kernels' default of the current (device, stream), so vLLM's dual-batch overlap (two
-    micro-batches on two streams) never shares one."""
+                activation: str | None = None, zero_nonlocal: bool = True) -> None:
+    """The call site of ``chord_kernels.indexed.gemm`` (writes ``out``; with ``activation``
+    "silu", SiLU-and-mul of the ``[gate | up]`` output; ``zero_nonlocal=False`` leaves rows of
+    non-local slots unwritten). Without ``workspace`` the GEMM uses chord-kernels' default of the
+    current (device, stream), so vLLM's dual-batch overlap (two micro-batches on two streams)
+    never shares one."""
     indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
-                 workspace=workspace, activation=activation)
+                 workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal)
+
+
+def kernel_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
+                    topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, block_m: int,
+                    down: torch.Tensor, out: torch.Tensor) -> None:
+    """The call site of ``chord_kernels.indexed.gemm_topk_sum``: the down GEMM x top-k weight
+    summed over each token's local choices into ``out`` (``down`` holds unreduced rows on the way)."""
+    indexed.gemm_topk_sum(act, w2, *route, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
+                          out=out, slot_rows=down)
 
 
 def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                    topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                   activation: str | None = None) -> None:
-    """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels)."""
+                   activation: str | None = None, zero_nonlocal: bool = True) -> None:
+    """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels; rows of
+    non-local slots are always zero)."""
+    del zero_nonlocal
     result = reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights)
     out.copy_(reference.silu_and_mul(result) if activation == "silu" else result)
+
+
+def reference_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
+                       topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, block_m: int,
+                       down: torch.Tensor, out: torch.Tensor) -> None:
+    """:func:`kernel_down_sum` computed by ``chord_kernels.reference``: the rows, then their fp32 sum."""
+    del topk_ids, expert_map  # non-local rows are zero in the reference
+    reference_gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=down)
+    out.copy_(down.view(out.shape[0], -1, out.shape[1]).float().sum(dim=1))
 
 
 def chord_align(topk_ids: torch.Tensor, block_m: int, num_experts: int,
@@ -54,15 +75,16 @@ def chord_align(topk_ids: torch.Tensor, block_m: int, num_experts: int,
 
 @dataclass(frozen=True)
 class Backend:
-    """Where the two GEMMs and the routing come from."""
+    """Where the GEMMs (plain, and down with the top-k sum) and the routing come from."""
 
     gemm: Callable[..., None]
     align: Callable[[torch.Tensor, int, int, torch.Tensor | None], Routing]
     name: str
+    down_sum: Callable[..., None] = kernel_down_sum
 
 
 KERNELS = Backend(kernel_gemm, chord_align, "chord kernels")
-REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)")
+REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)", reference_down_sum)
 
 
 def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int,
@@ -89,11 +111,20 @@ def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(workspace13, workspace2, output) for ``N = 2I`` gate_up rows and hidden size ``K``.
 
-    The activation (the gate_up GEMM's SiLU-and-mul output) lives in workspace13, the down rows in
-    workspace2. vLLM lets the output share workspace13's memory; the output is written last, after
-    the activation is dead.
+    The down GEMM writes the output (its top-k sums) while it still reads the activation, so both
+    the activation (the gate_up GEMM's SiLU-and-mul output) and the down rows of tokens with
+    several local choices live in workspace2 (:func:`_slot_buffer_sizes`), and workspace13 holds
+    nothing but the output, which vLLM lets share its memory.
     """
-    return (num_tokens, top_k, n // 2), (num_tokens, top_k, k), (num_tokens, k)
+    act, down = _slot_buffer_sizes(num_tokens, n, k, top_k)
+    return (num_tokens, k), (act + down,), (num_tokens, k)
+
+
+def _slot_buffer_sizes(num_tokens: int, n: int, k: int, top_k: int) -> tuple[int, int]:
+    """Elements of the activation (rounded up to 16 bytes, so the down rows stay aligned) and of
+    the down rows in workspace2."""
+    slots = num_tokens * top_k
+    return -(-slots * (n // 2) // 8) * 8, slots * k
 
 
 def batched_workspace_shapes(num_experts: int, max_m: int, n: int, k: int
@@ -115,16 +146,10 @@ def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tenso
 def gate_up_act(hidden: torch.Tensor, w13: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                 act: torch.Tensor, backend: Backend) -> None:
     """gate_up GEMM with SiLU(gate) * up in fp32 rounded once, into ``act``: fused into the WGMMA
-    kernel's epilogue, or the two steps inside ``chord_kernels.indexed.gemm`` elsewhere."""
-    backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=act, activation="silu")
-
-
-def down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor, *,
-             block_m: int, down: torch.Tensor, out: torch.Tensor, backend: Backend) -> None:
-    """down GEMM with the top-k weight on its fp32 accumulator, then the fp32 top-k sum rounded
-    once into ``out`` (the seam for a fused kernel)."""
-    backend.gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=down)
-    out.copy_(down.view(out.shape[0], -1, out.shape[1]).float().sum(dim=1))
+    kernel's epilogue, or the two steps inside ``chord_kernels.indexed.gemm`` elsewhere. Rows of
+    non-local slots are left unwritten: the down GEMM never reads them."""
+    backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=act, activation="silu",
+                 zero_nonlocal=False)
 
 
 def moe_standard(
@@ -146,7 +171,7 @@ def moe_standard(
     ``w13`` holds ``[E_local, 2I, H]`` (gate rows then up rows), ``w2`` ``[E_local, H, I]``.
     ``topk_ids`` are global expert ids; with ``expert_map`` (global -> local id or -1) only local
     experts contribute, giving this rank's partial sum. Workspaces follow :func:`workspace_shapes`
-    (missing ones are allocated); ``out`` may share workspace13's memory.
+    (missing ones are allocated); ``out`` may share workspace13's memory, never workspace2's.
     """
     m, top_k = topk_ids.shape
     n, k = w13.n, w2.n
@@ -164,10 +189,11 @@ def moe_standard(
         return out
     block_m = block_m_for(w13, w2, m, top_k, num_experts)
     route = backend.align(topk_ids, block_m, num_experts, expert_map)
-    act = _view(workspace13, (m * top_k, n // 2), hidden)
+    act_size, _ = _slot_buffer_sizes(m, n, k, top_k)
+    act = _view(workspace2, (m * top_k, n // 2), hidden)
     gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend)
-    down = _view(workspace2, (m * top_k, k), hidden)
-    down_sum(act, w2, route, topk_weights, block_m=block_m, down=down, out=out, backend=backend)
+    down = _view(None if workspace2 is None else workspace2.reshape(-1)[act_size:], (m * top_k, k), hidden)
+    backend.down_sum(act, w2, route, topk_weights, topk_ids, expert_map, block_m=block_m, down=down, out=out)
     return out
 
 

@@ -2,11 +2,11 @@
 
 ``chord_kernels.pack("indexed", packed, scales, profile=...)`` builds the weight; :func:`gemm`
 runs one GEMM from ``moe_align_block_size`` tensors (planned by :func:`plan`, launched with a
-caller-owned or a default workspace); :func:`fused_moe` runs a whole layer. docs/architecture.md
+caller-owned or a default workspace); :func:`gemm_topk_sum` is the down GEMM with the top-k sum; :func:`fused_moe` runs a whole layer. docs/architecture.md
 describes how the modules fit together.
 """
 
-from chord_kernels.indexed.api import check_weight, fused_moe, gemm, prepare
+from chord_kernels.indexed.api import check_weight, fused_moe, gemm, gemm_topk_sum, prepare
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
 from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
@@ -39,6 +39,7 @@ __all__ = [
     "default_configs",
     "fused_moe",
     "gemm",
+    "gemm_topk_sum",
     "kernels",
     "max_workspace_bytes",
     "new_workspace",

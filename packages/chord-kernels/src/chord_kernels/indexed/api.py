@@ -40,7 +40,9 @@ from chord_kernels.indexed.planner import (
 )
 from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
-from chord_kernels.ops import silu_and_mul, topk_sum
+from chord_kernels.ops import local_topk_sum, silu_and_mul
+from chord_kernels.ops import topk_sum as topk_sum_op
+from chord_kernels.ops.topk import local_topk_sum_kernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import align_block_size
 
@@ -111,6 +113,7 @@ def gemm(
     config: KernelConfig | None = None,
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
+    zero_nonlocal: bool = True,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
     :func:`chord_kernels.reference.indexed_gemm` for the semantics.
@@ -121,7 +124,9 @@ def gemm(
     epilogue where it runs with two tiles per warpgroup and I % 64 = 0, else the two steps.
 
     Slot ``t`` reads row ``t // top_k`` of ``a``; rows of slots in blocks whose expert is -1
-    (non-local) are zero; sentinel entries are skipped. ``topk_weights`` (``[rows, top_k]`` or flat,
+    (non-local) are zero (``zero_nonlocal=False``: left unwritten, for a caller that never reads
+    them, e.g. the gate_up GEMM of a layer, whose down GEMM skips those slots); sentinel entries
+    are skipped. ``topk_weights`` (``[rows, top_k]`` or flat,
     fp32 or bf16) multiplies each slot's fp32 accumulator. ``config`` overrides the planner's
     configuration. ``workspace`` is a caller-owned buffer (:func:`~chord_kernels.indexed.new_workspace`,
     sized by :func:`~chord_kernels.indexed.max_workspace_bytes`) that no overlapping launch may
@@ -131,7 +136,71 @@ def gemm(
     check_weight(weight, a.device)
     return run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
-                    activation=activation)
+                    activation=activation, zero_nonlocal=zero_nonlocal)
+
+
+@dataclasses.dataclass(frozen=True)
+class _TopkSum:
+    """What :func:`gemm_topk_sum` adds to a launch: the routing's choices and the sum's buffers."""
+
+    topk_ids: torch.Tensor  # int32 [tokens, top_k], contiguous
+    expert_map: torch.Tensor | None  # int32 [global experts], contiguous
+    num_global_experts: int
+    out: torch.Tensor  # bf16 [tokens, N]
+
+
+def gemm_topk_sum(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    block_m: int,
+    expert_map: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+    slot_rows: torch.Tensor | None = None,
+    config: KernelConfig | None = None,
+    workspace: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The down GEMM of an MoE layer with the weighted top-k sum -> bf16 ``[M, N]``.
+
+    ``a`` holds one row per slot (``[M * top_k, K]``, slot ``t * top_k + j`` = token ``t``'s
+    choice ``j``, e.g. the gate_up GEMM's activation), routed with ``top_k=1`` by routing tensors
+    built from ``topk_ids`` ``[M, top_k]`` (and ``expert_map``, global id -> local id or -1, as in
+    :func:`~chord_kernels.routing.align_block_size`). Row ``t`` of the result is the fp32 sum, in
+    ascending ``j`` from +0 and rounded once, of the bf16 rows ``topk_weights[t, j] * a[t*top_k+j] @
+    W[e]^T`` of its local slots (zero without any). By default two steps: the GEMM, which skips the
+    rows of non-local slots, then :func:`~chord_kernels.ops.local_topk_sum` (N % 8 = 0; else the
+    rows of non-local slots are zeroed and :func:`~chord_kernels.ops.topk_sum` adds them). A
+    WGMMA ``config`` with ``topk_sum=True`` sums in the kernel's epilogue instead (the last tile of
+    a token's channels to finish adds its rows in the same order, so the result never depends on
+    timing; bit-identical to the two steps): measured slower than the two steps on the H200
+    (docs/optimization.md, session 8), so the planner never picks it. Every slot of ``topk_ids``
+    must be in the routing (a local or a -1 block).
+    ``slot_rows`` (bf16 ``[M * top_k, N]``, allocated when None) holds the unreduced rows on the way.
+    """
+    require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    check_weight(weight, a.device)
+    require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=a.device)
+    tokens, top_k = topk_ids.shape
+    if not 1 <= top_k <= 32:
+        raise ChordInputError(f"topk_ids: expected 1 to 32 choices per token, got {top_k}")
+    if a.shape[0] != tokens * top_k:
+        raise ChordInputError(f"a: expected one row per slot, {tokens} x {top_k} = {tokens * top_k}, got {a.shape[0]}")
+    if topk_weights is None:
+        raise ChordInputError("topk_weights: expected the [M, top_k] router weights, got None")
+    if expert_map is not None:
+        require_tensor("expert_map", expert_map, dtype=(torch.int32, torch.int64), ndim=1, device=a.device)
+        expert_map = expert_map.to(torch.int32).contiguous()
+    out = output_tensor(out, (tokens, weight.n), dtype=torch.bfloat16, device=a.device, contiguous=True)
+    reduce = _TopkSum(topk_ids.to(torch.int32).contiguous(), expert_map,
+                      expert_map.numel() if expert_map is not None else weight.num_experts, out)
+    run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m, top_k=1,
+             topk_weights=topk_weights, out=slot_rows, config=config, workspace=workspace, topk_sum=reduce)
+    return out
 
 
 ACTIVATIONS = ("silu",)
@@ -167,9 +236,12 @@ def run_gemm(
     config: KernelConfig | None = None,
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
+    zero_nonlocal: bool = True,
+    topk_sum: _TopkSum | None = None,
 ) -> torch.Tensor:
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
-    the indexed layout or a grouped one: the engine behind both families)."""
+    the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
+    launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch)."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
@@ -189,6 +261,9 @@ def run_gemm(
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
     _check_activation(activation, weight, topk_weights, config)
+    if isinstance(config, WgmmaConfig) and config.topk_sum and (topk_sum is None or weight.n % 8):
+        raise ChordInputError(f"config: {config} sums the top-k; expected gemm_topk_sum and N a multiple of 8, "
+                              f"got N={weight.n}")
     num_slots = a.shape[0] * top_k
     if num_slots >= 1 << 31:
         raise ChordInputError(f"a.shape[0] * top_k = {num_slots} slots exceed int32")
@@ -206,6 +281,8 @@ def run_gemm(
     _aligned16("out", out)
     capacity = routing_capacity(sorted_token_ids, expert_ids, block_m)
     if capacity == 0:
+        if topk_sum is not None:
+            topk_sum.out.zero_()
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
@@ -216,15 +293,31 @@ def run_gemm(
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
         else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
             target = torch.empty(num_slots, weight.n, dtype=torch.bfloat16, device=device)
+    reduce = {"reduced": None, "arrivals": None, "topk_ids": None, "expert_map": None, "num_global_experts": 0,
+              "reduce_top_k": 1}
+    if topk_sum is not None:
+        if isinstance(launch.config, WgmmaConfig) and launch.config.topk_sum:  # asked for: sum in the epilogue
+            tokens, reduce_top_k = topk_sum.topk_ids.shape
+            reduce = {"reduced": topk_sum.out, "topk_ids": topk_sum.topk_ids, "expert_map": topk_sum.expert_map,
+                      "num_global_experts": topk_sum.num_global_experts, "reduce_top_k": reduce_top_k,
+                      "arrivals": torch.zeros(tokens * math.ceil(weight.n / 64), dtype=torch.int32, device=device)}
+        zero_nonlocal = weight.n % 8 != 0  # the local sum never reads non-local slots' rows
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
         device, tiles=tiles, a=a, out=target, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
         num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
-        num_blocks=capacity, list_cap=launch.list_cap,
+        num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal), **reduce,
     )
     launch.launch(args, device, stream)
+    if topk_sum is not None and reduce["reduced"] is None:  # the two steps
+        tokens, reduce_top_k = topk_sum.topk_ids.shape
+        if zero_nonlocal:
+            topk_sum_op(out.view(tokens, reduce_top_k, weight.n), out=topk_sum.out)
+        else:
+            local_topk_sum(out, topk_sum.topk_ids, num_local_experts=weight.num_experts,
+                           expert_map=topk_sum.expert_map, out=topk_sum.out)
     return out if target is out else silu_and_mul(target, out=out)
 
 
@@ -238,11 +331,11 @@ def _silu_mul_twin(config: KernelConfig, n: int) -> WgmmaConfig | None:
 
 
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None, *,
-            activation: str | None = None) -> None:
+            activation: str | None = None, topk_sum: bool = False) -> None:
     """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m`` (with
-    ``activation``, those that fuse it), and allocate the default workspace of ``device``'s
-    current stream. Call it before CUDA-graph capture, on the stream that will capture (or pass
-    ``workspace=`` to ``gemm``)."""
+    ``activation``, those that fuse it; with ``topk_sum``, the sum of :func:`gemm_topk_sum`), and
+    allocate the default workspace of ``device``'s current stream. Call it before CUDA-graph
+    capture, on the stream that will capture (or pass ``workspace=`` to ``gemm``)."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
@@ -254,6 +347,8 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
         fused = _silu_mul_twin(cfg, weight.n) if activation else None
         if fused is not None:
             fused.kernel().prepare(dev, smem=fused.per_cta_budget())
+    if topk_sum:
+        local_topk_sum_kernel().prepare(dev)
     reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 
@@ -269,8 +364,9 @@ def fused_moe(
     expert_map: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused where the WGMMA kernel runs)
-    -> down (x top-k weight) -> top-k sum.
+    """A whole MoE layer: align -> gate_up with SiLU-and-mul -> down x top-k weight with the top-k
+    sum (both fused into the WGMMA kernel's epilogues where it runs; rows of non-local slots are
+    then never written).
 
     ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
     the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts
@@ -303,6 +399,7 @@ def fused_moe(
     block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
-    act = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace, activation="silu")
-    down = gemm(act, w2, *args, block_m=block_m, top_k=1, topk_weights=topk_weights, workspace=workspace)
-    return topk_sum(down.view(m, top_k, w2.n))
+    act = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace, activation="silu",
+               zero_nonlocal=False)
+    return gemm_topk_sum(act, w2, *args, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
+                         workspace=workspace)

@@ -37,6 +37,14 @@ ARGS = ArgStruct("Args", "chord::indexed", [
     Field("top_k", "int"),
     Field("num_blocks", "int", "routing blocks the routing tensors can hold"),
     Field("list_cap", "int", "routing blocks compacted in shared memory (0: walk every block)"),
+    Field("zero_nonlocal", "int", "1: rows of slots in non-local blocks are zero; 0: left unwritten"),
+    Field("reduced", "__nv_bfloat16*", "[num_slots / reduce_top_k, N] top-k sums (top-k-sum kernels), else null"),
+    Field("arrivals", "int32_t*", "[tokens, N/64] top-k-sum arrival counters, zero before the launch"),
+    Field("topk_ids", "const int32_t*", "[tokens, reduce_top_k] expert ids the routing was built from",
+          restrict=True),
+    Field("expert_map", "const int32_t*", "[num_global_experts] global -> local id or -1, or null", restrict=True),
+    Field("num_global_experts", "int", "range of topk_ids"),
+    Field("reduce_top_k", "int", "slots per token summed into `reduced`"),
 ])
 """Arguments of the indexed kernels (the workspace fields are null where a plan needs none;
 ``restrict``: read-only inputs no other argument aliases)."""

@@ -10,6 +10,7 @@ static_asserts in the generated source.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ SMEM_LIMIT = SMEM_PER_SM - SMEM_RESERVED_PER_CTA
 """Dynamic shared memory of the one CTA per SM."""
 LIST_RESERVE = 4096
 """Shared bytes kept for the compacted work-item list when sizing stages."""
+TOPK_LIST_RESERVE = 512
+"""Shared bytes a top-k-sum twin must leave for the work-item list (128 items: an EP8 rank's 48
+experts in runs of up to 2 items; beyond, the kernel walks every routing block)."""
 
 
 def _align(x: int, to: int) -> int:
@@ -42,7 +46,8 @@ class WgmmaConfig:
     ``mt`` 64-channel tiles per consumer warpgroup, ``bk`` K per stage, ``stages``, ``consumers``;
     ``weight_ring`` (``bk`` 128 only): the weights in their own two-slot ring of 256-K tiles;
     ``silu_mul`` (``mt`` 2 only): fused SiLU-and-mul, the weight being ``[gate | up]`` (N = 2I, I a
-    multiple of 64) and the output ``silu(gate) * up`` (``[slots, I]``)."""
+    multiple of 64) and the output ``silu(gate) * up`` (``[slots, I]``); ``topk_sum``: the output is
+    also summed over each token's local slots into ``[tokens, N]`` (N a multiple of 8)."""
 
     block_m: int
     mt: int = 1
@@ -52,6 +57,7 @@ class WgmmaConfig:
     items: int = 1
     weight_ring: bool = False
     silu_mul: bool = False
+    topk_sum: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -67,6 +73,9 @@ class WgmmaConfig:
             raise ChordInputError(f"weight_ring: expected bk=128 (the ring holds whole 256-K tiles), got {self}")
         if self.silu_mul and self.mt != 2:
             raise ChordInputError(f"silu_mul: expected mt=2 (a warpgroup's gate and up tiles), got {self}")
+        if self.silu_mul and self.topk_sum:
+            raise ChordInputError(f"silu_mul and topk_sum: SiLU-and-mul belongs to gate_up, the top-k sum to "
+                                  f"down, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -100,10 +109,12 @@ class WgmmaConfig:
     def smem_bytes(self, list_cap: int) -> int:
         """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
         header = _align(16 + 8 * self.tile, 16)
+        masks = 4 * self.tile if self.topk_sum else 0  # per stage
         epi_tokens = min(self.tile // 8, 4) * 8
-        epi = self.tile * 8 + epi_tokens * (self.mt * 128 + 16)
+        epi = self.tile * (12 if self.topk_sum else 8) + epi_tokens * (self.mt * 128 + 16)
         barriers = 16 * self.stages + (32 if self.weight_ring else 0)
-        offset = self.stages * self.stage_bytes + self.weight_ring_bytes + barriers + self.stages * header + 128
+        offset = (self.stages * self.stage_bytes + self.weight_ring_bytes + barriers + self.stages * (header + masks)
+                  + 128)
         rows = 2 * 4 * self.tile
         return offset + self.consumers * epi + rows + 4 * list_cap
 
@@ -120,13 +131,21 @@ class WgmmaConfig:
         ``n`` rows: two tiles per warpgroup, and 64-channel gate and up blocks (I % 64 = 0)."""
         return self.mt == 2 and n % 128 == 0
 
+    def topk_sum_twin(self, n: int) -> WgmmaConfig | None:
+        """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
+        = 0) with room for the work-item list; None where the sum must run as a second step."""
+        if self.silu_mul or n % 8:
+            return None
+        twin = dataclasses.replace(self, topk_sum=True)
+        return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
+
     def workspace(self, grid: int) -> WorkspaceLayout:
         """None: whole items, a strided schedule."""
         del grid
         return WorkspaceLayout()
 
     def template_args(self) -> str:
-        flags = f"{str(self.weight_ring).lower()}, {str(self.silu_mul).lower()}"
+        flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum))
         return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}"
 
     def source(self) -> str:

@@ -1,15 +1,66 @@
 """The top-k reduction at the end of an MoE layer.
 
-Plain PyTorch for now (no fused kernel yet): it follows the numerics contract of
-docs/formats.md exactly — the top-k bf16 rows summed in fp32, rounded once to bf16 — and
-allocates an fp32 temporary of the output's size.
+:func:`topk_sum` (plain PyTorch) sums every choice's row; :func:`local_topk_sum` (a CUDA kernel)
+sums only the rows of choices a local expert computed, in ascending choice order, so the rows of
+the others need not be written at all (under expert parallelism 7 of 8 rows of an EP8 rank). Both
+follow the numerics contract of docs/formats.md: bf16 rows summed in fp32 from +0, rounded once.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from chord_kernels.checks import output_tensor, require_tensor
+from chord_kernels.errors import ChordInputError
+from chord_kernels.jit import DEFAULT_ARCH, CudaKernel, i32
+
+_THREADS = 128
+_SOURCE = r"""
+#include <cuda_bf16.h>
+#include <cstdint>
+
+// out[t, 8c .. 8c + 8) = sum over the local choices j of token t (ascending, fp32 from +0) of
+// rows[t * top_k + j, 8c .. 8c + 8), rounded once. Grid: x = token, y = 128-chunk block.
+extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
+    const uint4* __restrict__ rows, const int32_t* __restrict__ ids, const int32_t* __restrict__ expert_map,
+    uint4* __restrict__ out, int chunks, int top_k, int num_global, int num_local) {
+  const int64_t t = blockIdx.x;
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= chunks) return;
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int j = 0; j < top_k; ++j) {
+    int e = __ldg(ids + t * top_k + j);
+    if (expert_map != nullptr) e = static_cast<unsigned>(e) < static_cast<unsigned>(num_global) ? __ldg(expert_map + e) : -1;
+    if (static_cast<unsigned>(e) >= static_cast<unsigned>(num_local)) continue;
+    const uint4 v = __ldg(rows + (t * top_k + j) * chunks + c);
+    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(h[i]);
+      acc[2 * i] += f.x;
+      acc[2 * i + 1] += f.y;
+    }
+  }
+  uint4 r;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
+  out[t * chunks + c] = r;
+}
+"""
+
+
+@functools.cache
+def local_topk_sum_kernel() -> CudaKernel:
+    """The kernel of :func:`local_topk_sum` (one for every architecture)."""
+    return CudaKernel(name="local_topk_sum", source=_SOURCE, entry="chord_local_topk_sum")
+
+
+def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
+    """The op's precompile hook (:mod:`chord_kernels.families`): one kernel for every ``arch``."""
+    return [local_topk_sum_kernel()]
 
 
 def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -21,3 +72,30 @@ def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tenso
     shape = (x.shape[0], x.shape[2])
     out = output_tensor(out, shape, dtype=torch.bfloat16, device=x.device)
     return out.copy_(x.float().sum(dim=1))
+
+
+def local_topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, *, num_local_experts: int,
+                   expert_map: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
+    """bf16 ``[M, N]``: row ``t`` sums, in ascending ``j``, the bf16 rows ``rows[t * top_k + j]``
+    (``rows`` ``[M * top_k, N]``, CUDA, N a multiple of 8) of the choices ``topk_ids[t, j]`` that a
+    local expert computed: ``expert_map[id]`` (or the id itself without a map) in
+    ``[0, num_local_experts)``. Rows of other choices are never read; a token without a local
+    choice sums to zero. Equal to :func:`topk_sum` of the rows with those rows zeroed, up to the
+    order of fp32 additions."""
+    require_tensor("rows", rows, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    require_tensor("topk_ids", topk_ids, dtype=torch.int32, ndim=2, device=rows.device, contiguous=True)
+    tokens, top_k = topk_ids.shape
+    if rows.shape[0] != tokens * top_k or rows.shape[1] % 8:
+        raise ChordInputError(f"rows: expected [{tokens} x {top_k}, N] with N a multiple of 8, got {list(rows.shape)}")
+    if expert_map is not None:
+        require_tensor("expert_map", expert_map, dtype=torch.int32, ndim=1, device=rows.device, contiguous=True)
+    n = rows.shape[1]
+    out = output_tensor(out, (tokens, n), dtype=torch.bfloat16, device=rows.device, contiguous=True)
+    if tokens == 0 or n == 0:
+        return out
+    chunks = n // 8
+    num_global = expert_map.numel() if expert_map is not None else 0
+    local_topk_sum_kernel().launch((tokens, (chunks + _THREADS - 1) // _THREADS), (_THREADS,),
+                     (rows, topk_ids, expert_map, out, i32(chunks), i32(top_k), i32(num_global),
+                      i32(num_local_experts)))
+    return out

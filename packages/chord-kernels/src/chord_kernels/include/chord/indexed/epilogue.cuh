@@ -87,9 +87,11 @@ __device__ __forceinline__ void store_block(const Args& args, const float (&acc)
 }
 
 // Rows (of n channels) of the slots of routing blocks whose expert is not local (id -1 or out of
-// range) are zero, as in the reference. CTA c handles blocks c, c + G, ... with `num_warps` warps.
+// range) are zero, as in the reference, unless the caller never reads them (args.zero_nonlocal 0).
+// CTA c handles blocks c, c + G, ... with `num_warps` warps.
 __device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int used, int block_m,
                                                     int warp, int num_warps) {
+  if (!args.zero_nonlocal) return;
   const int lane = threadIdx.x % 32;
   for (int b = blockIdx.x; b < used; b += gridDim.x) {
     const int expert = __ldg(args.expert_ids + b);
@@ -106,6 +108,75 @@ __device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int
       }
     }
   }
+}
+
+// ---- The top-k sum (kernels that reduce into args.reduced) ---------------------------------
+
+// Bit j of the result: slot `token * reduce_top_k + j` is computed by a local expert, the same test
+// that routed it to a local block (expert_map of its id, or the id itself, in [0, num_experts)).
+__device__ __forceinline__ uint32_t local_slots(const Args& args, int token) {
+  const int32_t* ids = args.topk_ids + static_cast<int64_t>(token) * args.reduce_top_k;
+  uint32_t mask = 0;
+#pragma unroll 8
+  for (int j = 0; j < args.reduce_top_k; ++j) {
+    int expert = __ldg(ids + j);
+    if (args.expert_map != nullptr) {
+      expert = static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_global_experts)
+                   ? __ldg(args.expert_map + expert) : -1;
+    }
+    if (static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts)) mask |= 1u << j;
+  }
+  return mask;
+}
+
+// Rows (of n channels) of args.reduced for tokens without a local slot are zero (no tile ever
+// arrives for them). Lane l of warp w of CTA c tests token 32 (c * num_warps + w) + l, and so on.
+__device__ __forceinline__ void zero_unrouted_tokens(const Args& args, int n, int warp, int num_warps) {
+  const int lane = threadIdx.x % 32;
+  const int tokens = args.num_slots / args.reduce_top_k;
+  for (int t0 = 32 * (blockIdx.x * num_warps + warp); t0 < tokens; t0 += 32 * gridDim.x * num_warps) {
+    const int token = t0 + lane;
+    uint32_t empty = __ballot_sync(0xffffffffu, token < tokens && local_slots(args, token) == 0);
+    while (empty != 0) {
+      const int t = t0 + __ffs(empty) - 1;
+      empty &= empty - 1;
+      uint4* row = reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(t) * n);
+      for (int i = lane; i < n / 8; i += 32) row[i] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// args.reduced[token, channel .. channel + 8) = the fp32 sum, in ascending j from +0, of the bf16
+// rows of the token's local slots (`mask`) in args.out, rounded once: the reference's order. The
+// rows were written by other CTAs: loads go through L2 (.cg), after the caller's acquire fence;
+// up to eight of them are in flight together.
+__device__ __forceinline__ void reduce_chunk(const Args& args, int n, int token, uint32_t mask, int channel) {
+  const uint4* rows = reinterpret_cast<const uint4*>(args.out + static_cast<int64_t>(token) * args.reduce_top_k * n + channel);
+  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int j0 = 0; j0 < args.reduce_top_k; j0 += 8) {
+    uint4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = (mask >> (j0 + j)) & 1u ? __ldcg(rows + static_cast<int64_t>(j0 + j) * (n / 8)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if ((mask >> (j0 + j)) & 1u) {  // (skipping a non-local row keeps the sum bit-identical: x + 0 = x)
+        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __bfloat1622float2(h[i]);
+          acc[2 * i] += f.x;
+          acc[2 * i + 1] += f.y;
+        }
+      }
+    }
+  }
+  uint4 r;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
+  *reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(token) * n + channel) = r;
 }
 
 }  // namespace chord::indexed

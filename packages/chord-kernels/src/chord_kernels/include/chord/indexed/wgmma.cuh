@@ -45,9 +45,11 @@ namespace chord::indexed {
 // per pipeline stage (128 or 256), kStages stages, kConsumers consumer warpgroups; with
 // kWeightRing (128-K stages only) the weights travel in their own two-slot ring of whole 256-K
 // tiles (one bulk copy per 64-channel block) instead of in the stages; with kSiluMul (kMT 2) the
-// weight is [gate | up] (N = 2I, I a multiple of 64) and the output silu(gate) * up ([slots, I]).
+// weight is [gate | up] (N = 2I, I a multiple of 64) and the output silu(gate) * up ([slots, I]);
+// with kTopkSum the output is also summed over each token's local slots into args.reduced
+// ([tokens, N], N a multiple of 8; see topk_arrive_and_reduce).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
-          bool kSiluMul_ = false>
+          bool kSiluMul_ = false, bool kTopkSum_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -58,6 +60,8 @@ struct WgmmaConfig {
   static constexpr int kConsumers = kConsumers_;
   static constexpr bool kWeightRing = kWeightRing_;
   static constexpr bool kSiluMul = kSiluMul_;
+  static constexpr bool kTopkSum = kTopkSum_;
+  static_assert(!(kSiluMul && kTopkSum), "SiLU-and-mul belongs to gate_up, the top-k sum to down");
   static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
   static_assert(kBM % 8 == 0 && kBM >= 8 && kTile <= 256, "the token tile is the wgmma N: 8..256, step 8");
@@ -103,18 +107,21 @@ struct WgmmaConfig {
     int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
     float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
   };
-  // Epilogue: per consumer warpgroup, the item's slots and weights, then a staging tile of
+  // Epilogue: per consumer warpgroup, the item's slots, weights (and local-slot masks with
+  // kTopkSum), then a staging tile of
   // kEpiTokens token rows x kMT * 64 channels in bf16 (rows padded by 16 bytes: the 8 rows of one
   // stmatrix matrix fall in 8 different 16-byte bank groups).
   static constexpr int kEpiTokens = (kTile / 8 < 4 ? kTile / 8 : 4) * 8;
   static constexpr int kEpiRowBytes = kMT * 128 + 16;
-  static constexpr int kEpiInfoBytes = kTile * 8;
+  static constexpr int kEpiInfoBytes = kTile * (kTopkSum ? 12 : 8);
   static constexpr int kEpiBytes = kEpiInfoBytes + kEpiTokens * kEpiRowBytes;
 
   static constexpr int kBarOffset = kWeightOffset + kWeightSlots * kBlocks * kWeightBlockBytes;
   static constexpr int kWeightBarOffset = kBarOffset + 2 * kStages * 8;  // full, then empty, per weight slot
   static constexpr int kHeaderOffset = kWeightBarOffset + 2 * kWeightSlots * 8;
-  static constexpr int kScratchOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
+  // With kTopkSum, per stage the local-slot mask (local_slots) of each row's token, next to its header.
+  static constexpr int kMasksOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
+  static constexpr int kScratchOffset = kMasksOffset + (kTopkSum ? kStages * kTile * 4 : 0);
   static constexpr int kEpiOffset = kScratchOffset + 32 * 4;  // two ints per warp (compact_items)
   // The producer's activation rows of its current and previous item (slot / top_k, -1: padding).
   static constexpr int kRowsOffset = kEpiOffset + kConsumers * kEpiBytes;
@@ -184,6 +191,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   Header* headers = reinterpret_cast<Header*>(smem + Cfg::kHeaderOffset);
+  uint32_t* const masks = reinterpret_cast<uint32_t*>(smem + Cfg::kMasksOffset);
 
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
   const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
@@ -237,9 +245,10 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       if (kc == 0) {
         if (pw == 0) {
           if (!done) {
-            // The item's slots and top-k weights, read once per item (all loads of a lane in flight
-            // together) into its first stage's header, from which the consumers copy them for the
-            // epilogue; its activation rows into the producer's row buffer.
+            // The item's slots and top-k weights (and, summing the top-k, its tokens' local slots),
+            // read once per item (all loads of a lane in flight together) into its first stage's
+            // header, from which the consumers copy them for the epilogue; its activation rows into
+            // the producer's row buffer.
             constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
 #pragma unroll 1
             for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
@@ -258,6 +267,9 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
                   h.slots[row] = slot[r];
                   item_rows[row] = real ? slot[r] / args.top_k : -1;
                   h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
+                  if constexpr (Cfg::kTopkSum) {
+                    masks[stage * Cfg::kTile + row] = real ? local_slots(args, slot[r] / args.reduce_top_k) : 0u;
+                  }
                 }
               }
             }
@@ -438,6 +450,57 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   wgmma::wait_group<1>();
 }
 
+// The top-k sum after a warpgroup stored its rows (kTopkSum). A token with one local slot was
+// written straight to args.reduced. For the others, each (token, 64 * kOutMT channels) unit counts
+// the tiles stored for it in args.arrivals; the warpgroup bringing the count to the token's number
+// of local slots sums the unit (reduce_chunk: fixed order, so the result never depends on which
+// CTA finishes last). Writers fence their rows before the barrier that precedes the count (the
+// classic threadfence reduction); the last arriver fences before reading the others' rows. The
+// ready list lives in the staging tile, which the store loop no longer reads.
+template <class Cfg, int kN>
+__device__ __forceinline__ void topk_arrive_and_reduce(const Args& args, const uint8_t* epi, uint8_t* staging,
+                                                       int channel0, int tid, int consumer) {
+  constexpr int kUnit = 64 * Cfg::kOutMT;
+  constexpr int kChunksPerUnit = kUnit / 8;
+  static_assert(Cfg::kEpiTokens * Cfg::kEpiRowBytes >= 8 * Cfg::kTile + 16, "the ready list fits the staging tile");
+  const int* slots = reinterpret_cast<const int*>(epi);
+  const uint32_t* masks = reinterpret_cast<const uint32_t*>(epi + Cfg::kTile * 8);
+  int* ready = reinterpret_cast<int*>(staging);  // [0]: count; then (token, mask) pairs
+  const int n_out = Cfg::out_channels(args.n);
+  const int units = (n_out + kUnit - 1) / kUnit;
+  const int unit = channel0 / kUnit;
+  if (tid == 0) ready[0] = 0;
+  __threadfence();
+  named_barrier(2 + consumer, 128);
+  bool arrived = false;
+#pragma unroll 1
+  for (int r = tid; r < kN; r += 128) {
+    const int slot = slots[r];  // (< 0: stored to args.reduced)
+    const int local = __popc(masks[r]);
+    if (slot >= 0 && slot < args.num_slots && local > 1) {
+      const int token = slot / args.reduce_top_k;
+      if (atomicAdd(args.arrivals + static_cast<int64_t>(token) * units + unit, 1) == local - 1) {
+        const int i = atomicAdd(ready, 1);
+        ready[1 + 2 * i] = token;
+        ready[2 + 2 * i] = static_cast<int>(masks[r]);
+        arrived = true;
+      }
+    }
+  }
+  if (arrived) __threadfence();  // acquire: the other tiles' rows are read after their arrivals
+  named_barrier(2 + consumer, 128);
+  const int count = ready[0];
+#pragma unroll 1
+  for (int c = tid; c < count * kChunksPerUnit; c += 128) {
+    const int channel = channel0 + (c % kChunksPerUnit) * 8;
+    if (channel < n_out) {
+      const int* entry = ready + 1 + 2 * (c / kChunksPerUnit);
+      reduce_chunk(args, n_out, entry[0], static_cast<uint32_t>(entry[1]), channel);
+    }
+  }
+  named_barrier(2 + consumer, 128);  // the ready list is read before the next item's staging
+}
+
 template <class Cfg, int kN>
 __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& st,
                                                uint8_t* epi, int ntile, int warp, int lane) {
@@ -475,8 +538,13 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
         const int j = j0 + jj;
         if (j < kNT) {
           const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
-          const __nv_bfloat162 lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
-          const __nv_bfloat162 hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
+          __nv_bfloat162 lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
+          __nv_bfloat162 hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
+          if constexpr (Cfg::kTopkSum) {
+            // -0 + +0 = +0: a token's one local row is its sum, which adds from +0 (reduce_chunk).
+            lo = __hadd2(lo, __float2bfloat162_rn(0.0f));
+            hi = __hadd2(hi, __float2bfloat162_rn(0.0f));
+          }
           const uint32_t row = staging_addr + (jj * 8 + (lane & 7)) * Cfg::kEpiRowBytes + (i * 64 + warp * 16 + (lane & 8)) * 2;
           ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
         }
@@ -488,10 +556,14 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
       const int channel = channel0 + (c % kChunksPerRow) * 8;
       if (token < kN && channel < n_out) {
         const int slot = slots[token];
-        if (slot >= 0 && slot < args.num_slots) {
+        if ((Cfg::kTopkSum || slot >= 0) && slot < args.num_slots) {
           const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
                                                           (c % kChunksPerRow) * 16);
-          store_chunk(args, n_out, slot, channel, v, aligned);
+          if (Cfg::kTopkSum && slot < 0) {  // the token's one local slot: its sum
+            *reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(-1 - slot) * n_out + channel) = v;
+          } else {
+            store_chunk(args, n_out, slot, channel, v, aligned);
+          }
         }
       }
     }
@@ -530,8 +602,18 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   const Header& h = headers[ring.stage];
   int* slots = reinterpret_cast<int*>(epi);
   float* tw = reinterpret_cast<float*>(epi + Cfg::kTile * 4);
+  const uint32_t* masks = reinterpret_cast<const uint32_t*>(smem + Cfg::kMasksOffset) + ring.stage * Cfg::kTile;
   for (int r = threadIdx.x % 128; r < kN; r += 128) {
-    slots[r] = h.slots[r];
+    int slot = h.slots[r];
+    if constexpr (Cfg::kTopkSum) {
+      // A row whose token has one local slot is stored straight to the token's row of
+      // args.reduced (its sum): -1 - token. Padding: num_slots.
+      const uint32_t mask = masks[r];
+      if (slot < 0 || slot >= args.num_slots) slot = args.num_slots;
+      if (__popc(mask) == 1) slot = -1 - slot / args.reduce_top_k;
+      reinterpret_cast<uint32_t*>(epi + Cfg::kTile * 8)[r] = mask;
+    }
+    slots[r] = slot;
     tw[r] = h.weights[r];
   }
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
@@ -593,6 +675,16 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
   named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
   wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
+  if constexpr (Cfg::kTopkSum) {
+    // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which
+    // the compiler can rematerialize instead of keeping through the sum.
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+      for (int x = 0; x < Cfg::kTile / 2; ++x) st.acc[i][x] = 0.0f;
+    topk_arrive_and_reduce<Cfg, kN>(args, epi, epi + Cfg::kEpiInfoBytes,
+                                    ntile * Cfg::kOutBN + consumer * Cfg::kOutMT * 64, threadIdx.x % 128, consumer);
+  }
 }
 
 // consume_item for an item of `nsub` blocks (kJ..kItems): one instantiation per token count.
@@ -666,7 +758,11 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
     wgmma_producer<Cfg>(args, smem, list, total, used, listed);
   } else {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
-    zero_invalid_blocks(args, Cfg::out_channels(args.n), used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
+    if constexpr (Cfg::kTopkSum) {
+      zero_unrouted_tokens(args, Cfg::out_channels(args.n), threadIdx.x / 32, 4 * Cfg::kConsumers);
+    } else {
+      zero_invalid_blocks(args, Cfg::out_channels(args.n), used, Cfg::kBM, threadIdx.x / 32, 4 * Cfg::kConsumers);
+    }
     wgmma_consumer<Cfg>(args, smem);
   }
 }
