@@ -30,17 +30,27 @@ extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
   const int c = blockIdx.y * blockDim.x + threadIdx.x;
   if (c >= chunks) return;
   float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int j = 0; j < top_k; ++j) {
-    int e = __ldg(ids + t * top_k + j);
-    if (expert_map != nullptr) e = static_cast<unsigned>(e) < static_cast<unsigned>(num_global) ? __ldg(expert_map + e) : -1;
-    if (static_cast<unsigned>(e) >= static_cast<unsigned>(num_local)) continue;
-    const uint4 v = __ldg(rows + (t * top_k + j) * chunks + c);
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+  for (int j0 = 0; j0 < top_k; j0 += 8) {  // eight choices' loads in flight together
+    bool local[8];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(h[i]);
-      acc[2 * i] += f.x;
-      acc[2 * i + 1] += f.y;
+    for (int j = 0; j < 8; ++j) {
+      int e = j0 + j < top_k ? __ldg(ids + t * top_k + j0 + j) : -1;
+      if (expert_map != nullptr) e = static_cast<unsigned>(e) < static_cast<unsigned>(num_global) ? __ldg(expert_map + e) : -1;
+      local[j] = static_cast<unsigned>(e) < static_cast<unsigned>(num_local);
+    }
+    uint4 v[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = local[j] ? __ldg(rows + (t * top_k + j0 + j) * chunks + c) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      if (!local[j]) continue;  // (x + 0 = x: skipping a non-local row changes nothing)
+      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(h[i]);
+        acc[2 * i] += f.x;
+        acc[2 * i + 1] += f.y;
+      }
     }
   }
   uint4 r;

@@ -15,10 +15,10 @@
 //   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments); an item's
 //   slots, rows and top-k weights are read once, into its first stage's header and the
 //   producer's row buffer;
-// * kConsumers warpgroups each own kMT 64-channel tiles of the CTA's N tile: per K group of 32 they
-//   dequantize (bit-exact, as the decode kernel) into one of two register buffers while the wgmma
-//   group of the previous K group runs (commit, then wait_group 1 before reusing a buffer), and
-//   release a stage as soon as the last wgmma reading it has retired;
+// * kConsumers warpgroups each own kMT 64-channel tiles of the CTA's N tile: per K group of 32 (per
+//   K step of 16 with kCommitPerStep) they dequantize (bit-exact, as the decode kernel) into one of
+//   two register buffers while the wgmma group of the previous one runs (commit, then wait_group 1
+//   before reusing a buffer), and release a stage as soon as the last wgmma reading it has retired;
 // * the epilogue (slots and weights copied from the item's first stage) scales by the top-k weight
 //   (or, fused SiLU-and-mul, combines a warpgroup's gate and up tiles), stages bf16 rows of a
 //   warpgroup's channels in shared memory (stmatrix, transposed) and writes whole 16-byte chunks
@@ -72,6 +72,11 @@ struct WgmmaConfig {
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
   static constexpr int kOutMT = kSiluMul ? 1 : kMT;         // 64-channel output tiles per warpgroup
+  // One wgmma commit group per K step instead of per K group (consume_group_by_step) from 128
+  // accumulators x tokens up: there ptxas cannot fit an A buffer per K group of a stage next to
+  // the accumulators and would serialize every wgmma (C7511/C7512); below, the per-group commits
+  // measured faster (docs/optimization.md, session 8).
+  static constexpr bool kCommitPerStep = kMT * kTile >= 128;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
   __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
@@ -396,27 +401,32 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   }
 }
 
-// The A fragments of one K group (32 K) of one 64-channel tile: K steps 0 and 1, four registers
-// each (mma.m16n8k16 order: row g, row g + 8, row g k+8, row g + 8 k+8).
+// The A fragment of K step ks (16 K) of one K group of one 64-channel tile, from the group's packed
+// words w (this lane's 16 nibbles) and scales sc: four registers (mma.m16n8k16 order: row g, row
+// g + 8, row g k+8, row g + 8 k+8).
+template <int ks>
+__device__ __forceinline__ void dequant_step(uint32_t (&a)[4], uint2 w, uint32_t sc) {
+  a[0] = dequant_pair<false>(w.x, 8 * ks, sc);
+  a[1] = dequant_pair<true>(w.y, 8 * ks, sc);
+  a[2] = dequant_pair<false>(w.x, 8 * ks + 4, sc);
+  a[3] = dequant_pair<true>(w.y, 8 * ks + 4, sc);
+}
+
+// The A fragments of one K group (32 K) of one 64-channel tile: K steps 0 and 1.
 __device__ __forceinline__ void dequant_group(uint32_t (&a)[8], const uint8_t* atom, int lane) {
   const uint2 w = *reinterpret_cast<const uint2*>(atom + lane * 8);
   const uint32_t sc = *reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4);
-#pragma unroll
-  for (int ks = 0; ks < 2; ++ks) {
-    a[4 * ks + 0] = dequant_pair<false>(w.x, 8 * ks, sc);
-    a[4 * ks + 1] = dequant_pair<true>(w.y, 8 * ks, sc);
-    a[4 * ks + 2] = dequant_pair<false>(w.x, 8 * ks + 4, sc);
-    a[4 * ks + 3] = dequant_pair<true>(w.y, 8 * ks + 4, sc);
-  }
+  dequant_step<0>(*reinterpret_cast<uint32_t(*)[4]>(&a[0]), w, sc);
+  dequant_step<1>(*reinterpret_cast<uint32_t(*)[4]>(&a[4]), w, sc);
 }
 
 // The registers of a consumer warpgroup: kMT accumulator tiles of the widest item (an item of kN
 // tokens uses the first kN / 2 of each: one register allocation for every item width) and two
-// A-fragment buffers.
+// A-fragment buffers (of a K group, or with kCommitPerStep of a K step).
 template <class Cfg>
 struct ConsumerState {
   float acc[Cfg::kMT][Cfg::kTile / 2];
-  uint32_t a[2][Cfg::kMT][8];
+  uint32_t a[2][Cfg::kMT][Cfg::kCommitPerStep ? 4 : 8];
   template <int kN>
   __device__ __forceinline__ float (&tile(int i))[kN / 2] {
     return *reinterpret_cast<float(*)[kN / 2]>(acc[i]);
@@ -448,6 +458,47 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   }
   wgmma::commit_group();
   wgmma::wait_group<1>();
+}
+
+// consume_group with kCommitPerStep: two commit groups, one per K step ks: dequantize step ks of
+// the kMT tiles into register buffer ks while the previous commit group's wgmmas run, issue its kMT
+// wgmmas and commit them, then retire the previous commit group (wait_group 1), which frees the
+// other buffer. Every K group starts on buffer 0 and ends on buffer 1 whichever groups ran before
+// it (a stage's short tail, the loop back edge), so ptxas can prove the two buffers enough: with
+// one buffer per K group (a group alternating with the next) a path that skips a group reuses a
+// buffer still in flight, ptxas then gives each group of the unrolled stage its own A registers
+// and, where those and the accumulators do not fit, serializes every wgmma (C7511 / C7512).
+template <class Cfg, int kN>
+__device__ __forceinline__ void consume_group_by_step(ConsumerState<Cfg>& st, const uint8_t* weights, uint64_t desc,
+                                                      bool first, int lane) {
+  using MMA = wgmma::RegisterA<kN>;
+  uint2 w[Cfg::kMT];
+  uint32_t sc[Cfg::kMT];
+#pragma unroll
+  for (int i = 0; i < Cfg::kMT; ++i) {
+    const uint8_t* atom = weights + i * Cfg::kWeightBlockBytes;
+    w[i] = *reinterpret_cast<const uint2*>(atom + lane * 8);
+    sc[i] = *reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4);
+  }
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    uint32_t(&a)[Cfg::kMT][4] = st.a[ks];
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i) {
+      if (ks == 0) {
+        dequant_step<0>(a[i], w[i], sc[i]);
+      } else {
+        dequant_step<1>(a[i], w[i], sc[i]);
+      }
+    }
+    wgmma::fence();
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i) {
+      MMA::mma(st.template tile<kN>(i), a[i][0], a[i][1], a[i][2], a[i][3], desc + 2 * ks, (first && ks == 0) ? 0 : 1);
+    }
+    wgmma::commit_group();
+    wgmma::wait_group<1>();
+  }
 }
 
 // The top-k sum after a warpgroup stored its rows (kTopkSum). A token with one local slot was
@@ -644,7 +695,9 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     for (int gi = 0; gi < Cfg::kGroups; ++gi) {
       if (gi < nkg) {
         const uint64_t d = desc + (((gi / 2) * Cfg::kActTileBytes + (gi % 2) * 64) >> 4);
-        if (gi % 2 == 0) {
+        if constexpr (Cfg::kCommitPerStep) {
+          consume_group_by_step<Cfg, kN>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
+        } else if (gi % 2 == 0) {
           consume_group<Cfg, kN, 0>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
         } else {
           consume_group<Cfg, kN, 1>(st, weights + gi * kAtomBytes, d, false, lane);
