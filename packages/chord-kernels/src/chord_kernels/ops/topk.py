@@ -18,13 +18,11 @@ from chord_kernels.jit import DEFAULT_ARCH, CudaKernel, i32
 
 _THREADS = 128
 _SOURCE = r"""
-#include <cuda_bf16.h>
-#include <cstdint>
+#include "chord/common/topk_sum.cuh"
 
-// out[t, :] = the sum over the local choices j of token t (ascending, fp32 from +0) of
-// rows[t * top_k + j, :], rounded once. One CTA per token: its local choices are found once
-// (bit j of `local`), then every thread adds 16-byte chunks c, c + blockDim, ... with the rows'
-// loads of a chunk in flight together.
+// out[t, :] = the top-k sum (chord::sum_choices) of rows[t * top_k + j, :] over the local choices
+// j of token t. One CTA per token: its local choices are found once (bit j of `local`), then every
+// thread sums 16-byte chunks c, c + blockDim, ...
 extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
     const uint4* __restrict__ rows, const int32_t* __restrict__ ids, const int32_t* __restrict__ expert_map,
     uint4* __restrict__ out, int chunks, int top_k, int num_global, int num_local) {
@@ -35,30 +33,8 @@ extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
     if (expert_map != nullptr) e = static_cast<unsigned>(e) < static_cast<unsigned>(num_global) ? __ldg(expert_map + e) : -1;
     if (static_cast<unsigned>(e) < static_cast<unsigned>(num_local)) local |= 1u << j;
   }
-  const uint4* src = rows + t * top_k * chunks;
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int j0 = 0; j0 < top_k; j0 += 8) {
-      uint4 v[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = (local >> (j0 + j)) & 1u ? __ldg(src + (j0 + j) * chunks + c) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        if (!((local >> (j0 + j)) & 1u)) continue;  // (x + 0 = x: skipping a non-local row changes nothing)
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 f = __bfloat1622float2(h[i]);
-          acc[2 * i] += f.x;
-          acc[2 * i + 1] += f.y;
-        }
-      }
-    }
-    uint4 r;
-    __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-    out[t * chunks + c] = r;
+    out[t * chunks + c] = chord::sum_choices(rows + t * top_k * chunks + c, chunks, local, top_k);
   }
 }
 """

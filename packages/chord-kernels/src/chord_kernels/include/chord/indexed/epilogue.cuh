@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "chord/common/ptx.cuh"
+#include "chord/common/topk_sum.cuh"
 #include "chord/indexed/contract.cuh"
 #include "chord/indexed/decode_config.cuh"
 
@@ -146,37 +147,13 @@ __device__ __forceinline__ void zero_unrouted_tokens(const Args& args, int n, in
   }
 }
 
-// args.reduced[token, channel .. channel + 8) = the fp32 sum, in ascending j from +0, of the bf16
-// rows of the token's local slots (`mask`) in args.out, rounded once: the reference's order. The
-// rows were written by other CTAs: loads go through L2 (.cg), after the caller's acquire fence;
-// up to eight of them are in flight together.
+// args.reduced[token, channel .. channel + 8) = the top-k sum (chord::sum_choices: ascending j
+// from +0, one rounding) of the token's local slots (`mask`) in args.out. The rows were written by
+// other CTAs: loads go through L2, after the caller's acquire fence.
 __device__ __forceinline__ void reduce_chunk(const Args& args, int n, int token, uint32_t mask, int channel) {
   const uint4* rows = reinterpret_cast<const uint4*>(args.out + static_cast<int64_t>(token) * args.reduce_top_k * n + channel);
-  float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  for (int j0 = 0; j0 < args.reduce_top_k; j0 += 8) {
-    uint4 v[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = (mask >> (j0 + j)) & 1u ? __ldcg(rows + static_cast<int64_t>(j0 + j) * (n / 8)) : make_uint4(0, 0, 0, 0);
-    }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      if ((mask >> (j0 + j)) & 1u) {  // (skipping a non-local row keeps the sum bit-identical: x + 0 = x)
-        const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 f = __bfloat1622float2(h[i]);
-          acc[2 * i] += f.x;
-          acc[2 * i + 1] += f.y;
-        }
-      }
-    }
-  }
-  uint4 r;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-  *reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(token) * n + channel) = r;
+  *reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(token) * n + channel) =
+      sum_choices(rows, n / 8, mask, args.reduce_top_k);
 }
 
 }  // namespace chord::indexed
