@@ -148,6 +148,28 @@ class _TopkSum:
     num_global_experts: int
     out: torch.Tensor  # bf16 [tokens, N]
 
+    def epilogue_args(self, n: int, device: torch.device) -> dict[str, object]:
+        """The kernel arguments of the WGMMA epilogue sum (its arrival counters zeroed here)."""
+        tokens, top_k = self.topk_ids.shape
+        return {"reduced": self.out, "topk_ids": self.topk_ids, "expert_map": self.expert_map,
+                "num_global_experts": self.num_global_experts, "reduce_top_k": top_k,
+                "arrivals": torch.zeros(tokens * math.ceil(n / 64), dtype=torch.int32, device=device)}
+
+    def sum_rows(self, rows: torch.Tensor, num_local_experts: int, *, zeroed: bool) -> None:
+        """The second step: ``out`` = the top-k sum of the GEMM's ``rows`` (every row when the
+        non-local ones were zeroed, else the local ones only)."""
+        tokens, top_k = self.topk_ids.shape
+        if zeroed:
+            topk_sum_op(rows.view(tokens, top_k, rows.shape[1]), out=self.out)
+        else:
+            local_topk_sum(rows, self.topk_ids, num_local_experts=num_local_experts, expert_map=self.expert_map,
+                           out=self.out)
+
+
+_NO_SUM = {"reduced": None, "arrivals": None, "topk_ids": None, "expert_map": None, "num_global_experts": 0,
+           "reduce_top_k": 1}
+"""The top-k-sum arguments of a launch that does not sum in its epilogue."""
+
 
 def gemm_topk_sum(
     a: torch.Tensor,
@@ -293,15 +315,10 @@ def run_gemm(
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
         else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
             target = torch.empty(num_slots, weight.n, dtype=torch.bfloat16, device=device)
-    reduce = {"reduced": None, "arrivals": None, "topk_ids": None, "expert_map": None, "num_global_experts": 0,
-              "reduce_top_k": 1}
+    in_epilogue = topk_sum is not None and isinstance(launch.config, WgmmaConfig) and launch.config.topk_sum
+    reduce = topk_sum.epilogue_args(weight.n, device) if in_epilogue else _NO_SUM
     if topk_sum is not None:
-        if isinstance(launch.config, WgmmaConfig) and launch.config.topk_sum:  # asked for: sum in the epilogue
-            tokens, reduce_top_k = topk_sum.topk_ids.shape
-            reduce = {"reduced": topk_sum.out, "topk_ids": topk_sum.topk_ids, "expert_map": topk_sum.expert_map,
-                      "num_global_experts": topk_sum.num_global_experts, "reduce_top_k": reduce_top_k,
-                      "arrivals": torch.zeros(tokens * math.ceil(weight.n / 64), dtype=torch.int32, device=device)}
-        zero_nonlocal = weight.n % 8 != 0  # the local sum never reads non-local slots' rows
+        zero_nonlocal = weight.n % 8 != 0  # the local sum (N % 8 = 0) never reads non-local slots' rows
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
@@ -311,13 +328,8 @@ def run_gemm(
         num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal), **reduce,
     )
     launch.launch(args, device, stream)
-    if topk_sum is not None and reduce["reduced"] is None:  # the two steps
-        tokens, reduce_top_k = topk_sum.topk_ids.shape
-        if zero_nonlocal:
-            topk_sum_op(out.view(tokens, reduce_top_k, weight.n), out=topk_sum.out)
-        else:
-            local_topk_sum(out, topk_sum.topk_ids, num_local_experts=weight.num_experts,
-                           expert_map=topk_sum.expert_map, out=topk_sum.out)
+    if topk_sum is not None and not in_epilogue:
+        topk_sum.sum_rows(out, weight.num_experts, zeroed=zero_nonlocal)
     return out if target is out else silu_and_mul(target, out=out)
 
 
