@@ -376,9 +376,9 @@ def fused_moe(
     expert_map: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A whole MoE layer: align -> gate_up with SiLU-and-mul -> down x top-k weight with the top-k
-    sum (both fused into the WGMMA kernel's epilogues where it runs; rows of non-local slots are
-    then never written).
+    """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused into the WGMMA kernel's
+    epilogue where it runs) -> down x top-k weight with the top-k sum (:func:`gemm_topk_sum`). Rows
+    of non-local slots are never written.
 
     ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
     the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts

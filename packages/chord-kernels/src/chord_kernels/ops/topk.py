@@ -27,12 +27,7 @@ extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
     const uint4* __restrict__ rows, const int32_t* __restrict__ ids, const int32_t* __restrict__ expert_map,
     uint4* __restrict__ out, int chunks, int top_k, int num_global, int num_local) {
   const int64_t t = blockIdx.x;
-  uint32_t local = 0;
-  for (int j = 0; j < top_k; ++j) {
-    int e = __ldg(ids + t * top_k + j);
-    if (expert_map != nullptr) e = static_cast<unsigned>(e) < static_cast<unsigned>(num_global) ? __ldg(expert_map + e) : -1;
-    if (static_cast<unsigned>(e) < static_cast<unsigned>(num_local)) local |= 1u << j;
-  }
+  const uint32_t local = chord::local_choices(ids + t * top_k, top_k, expert_map, num_global, num_local);
   for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
     out[t * chunks + c] = chord::sum_choices(rows + t * top_k * chunks + c, chunks, local, top_k);
   }
@@ -65,7 +60,7 @@ def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tenso
 def local_topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, *, num_local_experts: int,
                    expert_map: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """bf16 ``[M, N]``: row ``t`` sums, in ascending ``j``, the bf16 rows ``rows[t * top_k + j]``
-    (``rows`` ``[M * top_k, N]``, CUDA, N a multiple of 8) of the choices ``topk_ids[t, j]`` that a
+    (``rows`` ``[M * top_k, N]``, CUDA, N a multiple of 8, top_k <= 32) of the choices ``topk_ids[t, j]`` that a
     local expert computed: ``expert_map[id]`` (or the id itself without a map) in
     ``[0, num_local_experts)``. Rows of other choices are never read; a token without a local
     choice sums to zero. Equal to :func:`topk_sum` of the rows with those rows zeroed, up to the
@@ -73,6 +68,8 @@ def local_topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, *, num_local_expe
     require_tensor("rows", rows, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     require_tensor("topk_ids", topk_ids, dtype=torch.int32, ndim=2, device=rows.device, contiguous=True)
     tokens, top_k = topk_ids.shape
+    if not 1 <= top_k <= 32:
+        raise ChordInputError(f"topk_ids: expected 1 to 32 choices per token, got {top_k}")
     if rows.shape[0] != tokens * top_k or rows.shape[1] % 8:
         raise ChordInputError(f"rows: expected [{tokens} x {top_k}, N] with N a multiple of 8, got {list(rows.shape)}")
     if expert_map is not None:

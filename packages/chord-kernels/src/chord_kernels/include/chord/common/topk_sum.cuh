@@ -8,6 +8,23 @@
 
 namespace chord {
 
+// Bit j of the result: choice j (< top_k <= 32) of a token is computed by a local expert, the same
+// test that routed it to a local block: its id mapped by expert_map (when given; ids outside
+// [0, num_global) are not local), or the id itself, in [0, num_local).
+__device__ __forceinline__ uint32_t local_choices(const int32_t* ids, int top_k, const int32_t* expert_map,
+                                                  int num_global, int num_local) {
+  uint32_t mask = 0;
+#pragma unroll 8
+  for (int j = 0; j < top_k; ++j) {
+    int expert = __ldg(ids + j);
+    if (expert_map != nullptr) {
+      expert = static_cast<unsigned>(expert) < static_cast<unsigned>(num_global) ? __ldg(expert_map + expert) : -1;
+    }
+    if (static_cast<unsigned>(expert) < static_cast<unsigned>(num_local)) mask |= 1u << j;
+  }
+  return mask;
+}
+
 // The fp32 sum, in ascending j from +0, of the chunks rows[j * stride] of the choices j set in
 // `mask` (j < top_k), rounded once to bf16; skipping a choice adds nothing (x + 0 = x). Up to
 // eight loads in flight together, through L2 (the rows may come from other CTAs of the same kernel).

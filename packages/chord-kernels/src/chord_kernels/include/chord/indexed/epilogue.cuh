@@ -113,21 +113,10 @@ __device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int
 
 // ---- The top-k sum (kernels that reduce into args.reduced) ---------------------------------
 
-// Bit j of the result: slot `token * reduce_top_k + j` is computed by a local expert, the same test
-// that routed it to a local block (expert_map of its id, or the id itself, in [0, num_experts)).
+// Bit j of the result: slot `token * reduce_top_k + j` is computed by a local expert.
 __device__ __forceinline__ uint32_t local_slots(const Args& args, int token) {
-  const int32_t* ids = args.topk_ids + static_cast<int64_t>(token) * args.reduce_top_k;
-  uint32_t mask = 0;
-#pragma unroll 8
-  for (int j = 0; j < args.reduce_top_k; ++j) {
-    int expert = __ldg(ids + j);
-    if (args.expert_map != nullptr) {
-      expert = static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_global_experts)
-                   ? __ldg(args.expert_map + expert) : -1;
-    }
-    if (static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts)) mask |= 1u << j;
-  }
-  return mask;
+  return local_choices(args.topk_ids + static_cast<int64_t>(token) * args.reduce_top_k, args.reduce_top_k,
+                       args.expert_map, args.num_global_experts, args.num_experts);
 }
 
 // Rows (of n channels) of args.reduced for tokens without a local slot are zero (no tile ever
