@@ -191,6 +191,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             assert cfg.mt * cfg.tile <= 352  # accumulator registers
             assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: 7}.get(bm, 1)
             assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
+            assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K)
+            assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
     with pytest.raises(ChordInputError):
@@ -200,13 +202,13 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError, match="silu_mul"):
         WgmmaConfig(block_m=64, mt=1, silu_mul=True)  # the gate and up tiles of a warpgroup
     fused = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, silu_mul=True)
-    assert fused.template_args().endswith(", true, true, false") and fused.fits_silu_mul(4096)
+    assert fused.template_args().endswith(", true, true, false, false") and fused.fits_silu_mul(4096)
     assert not fused.fits_silu_mul(264) and fused.ntiles(4096) == ring.ntiles(4096)
-    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false")
+    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false, false")
     # The top-k-sum twin: the same tiles plus each row's local-slot mask per stage and per epilogue.
     summed = ring.topk_sum_twin(7168)
     assert summed == WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, topk_sum=True)
-    assert summed.template_args().endswith(", true, false, true")
+    assert summed.template_args().endswith(", true, false, true, false")
     assert summed.smem_bytes(0) == ring.smem_bytes(0) + 3 * 4 * 168 + 2 * 4 * 168
     assert ring.topk_sum_twin(7164) is None and fused.topk_sum_twin(7168) is None
     for bm in (32, 40, 48, 56, 64):

@@ -80,8 +80,9 @@ def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks() -> None:
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)
         assert wg.config == choose_wgmma_config(4096, 7168, block_m)
-        assert (wg.grid, wg.threads, wg.workspace_bytes) == (SMS, wg.config.threads, 0)
+        assert (wg.grid, wg.threads, wg.workspace_bytes) == (SMS, wg.config.threads, 8)  # the dynamic counters
         assert wg.smem == wg.config.smem_bytes(300)
+    assert _plan(7168, 256, 64, 300).workspace_bytes == 0  # K = 256: the strided schedule
     blackwell = _plan(4096, 7168, 32, 300, arch="sm_100a").config
     assert not isinstance(blackwell, WgmmaConfig)
     with pytest.raises(ChordInputError, match="on sm_100a"):

@@ -13,7 +13,7 @@ from test_indexed_gpu import Case, _rel_err, _routing, _weights
 
 import chord_kernels
 from chord_kernels import reference
-from chord_kernels.indexed import gemm, plan, routing_capacity
+from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.routing import align_block_size
 
@@ -85,6 +85,15 @@ WCASES = [
     # 64-row items with a short last K tile (K / 32 = 33 groups).
     WCase(Case("items2_short_k_tile_weighted", 6, 264, 1056, 300, 2, block_m=64, weighted=True),
           WgmmaConfig(64, 2, 256, 2, items=2)),
+    # The dynamic schedule (items from a global counter, reset by the last CTA): one-stage items
+    # (K = 256), an expert map, M = 1 (more CTAs than items: most never take one), the wide ring.
+    WCase(Case("dynamic_tp8_down_weighted", 384, 7168, 256, 8192, 1, block_m=64, weighted=True),
+          WgmmaConfig(64, 2, 256, 2, items=2, dynamic=True)),
+    WCase(Case("dynamic_items4_expert_map", 16, 192, 640, 200, 4, block_m=16, routing="mapped", weighted=True),
+          WgmmaConfig(16, 2, 256, 3, items=4, dynamic=True)),
+    WCase(Case("dynamic_m1", 6, 16, 32, 1, 2, block_m=8), WgmmaConfig(8, 1, 256, 4, dynamic=True)),
+    WCase(Case("dynamic_ring_hot_expert", 4, 200, 512, 500, 1, block_m=24, routing="hot"),
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, dynamic=True)),
 ]
 
 
@@ -119,7 +128,10 @@ def test_wgmma_gemm_matches_reference(wcase: WCase) -> None:
         assert (outs[0][zero_rows] == 0).all(), "rows of non-local experts must be zero"
 
 
-def test_wgmma_cuda_graph_capture_and_replay() -> None:
+@pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "dynamic"])
+def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool) -> None:
+    """Capture, then two replays on fresh inputs (the dynamic schedule's counters are reset by each
+    launch, so every replay takes every item)."""
     gen = torch.Generator(device="cuda").manual_seed(11)
     e, n, k, rows, top_k, block_m = 16, 512, 1024, 300, 2, 48
     packed, scales = _weights(e, n, k, gen)
@@ -128,33 +140,36 @@ def test_wgmma_cuda_graph_capture_and_replay() -> None:
     r = align_block_size(ids, block_m, e)
     a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
     out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
-    config = choose_wgmma_config(n, k, block_m)
+    config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic)
+    ws = new_workspace(plan(pw, block_m=block_m, capacity=r.expert_ids.numel(), config=config).workspace_bytes)
     run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731
-                       block_m=block_m, top_k=top_k, out=out, config=config)
+                       block_m=block_m, top_k=top_k, out=out, config=config, workspace=ws)
     run()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         run()
-    a.copy_(torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16))  # fresh inputs, same buffers
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
-                                 block_m=block_m, top_k=top_k)
-    assert not out.isnan().any()
-    assert _rel_err(out, ref) <= REL_TOL
+    for _ in range(2):
+        a.copy_(torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16))  # fresh inputs, same buffers
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids,
+                                     r.num_tokens_post_padded, block_m=block_m, top_k=top_k)
+        assert not out.isnan().any()
+        assert _rel_err(out, ref) <= REL_TOL
 
 
+@pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "dynamic"])
 @pytest.mark.parametrize("walk", [False, True], ids=["listed", "walked"])
-def test_items_over_shuffled_blocks(walk: bool) -> None:
+def test_items_over_shuffled_blocks(walk: bool, dynamic: bool) -> None:
     """Routing blocks in a random order (an expert's blocks in several runs, as the contract
     allows) with items listed in shared memory, and with more routing blocks than the list holds
     (the kernel walks the blocks and cuts runs at multiples of the item size)."""
     gen = torch.Generator(device="cuda").manual_seed(17 + walk)
     e, n, k, top_k, block_m = 64, 136, 256, 3, 16
     rows = 8192 if walk else 600
-    config = WgmmaConfig(block_m, 2, 256, 2, items=8)
+    config = WgmmaConfig(block_m, 2, 256, 2, items=8, dynamic=dynamic)
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]

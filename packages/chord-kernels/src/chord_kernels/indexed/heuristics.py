@@ -17,6 +17,7 @@ from chord_kernels.packed import PackedWeight
 
 __all__ = [
     "BLOCK_MS",
+    "DYNAMIC_MIN_K",
     "LIST_RESERVE",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
@@ -71,6 +72,14 @@ expert per work item (128 tokens on 256-wide K stages, whose two stages of wider
 fit shared memory), and the grouped contiguous mode's block (whole 64-row halves of its segments).
 At 64 rows per expert a single 80-row tile measured faster: most experts fit it, and 64-row steps
 waste MMAs on the many with 65-80 rows."""
+
+DYNAMIC_MIN_K = 2048
+"""From this K on, the WGMMA kernel takes its items from a global counter (``WgmmaConfig.dynamic``):
+a CTA's items then cost the same on average whatever their order. The strided order gave TP8's
+gate_up (an expert's 128- and 64-token items, two N tiles each: a cost period dividing the grid)
+some CTAs only the expensive items, 23 % of SM time idle (ncu); the counter measured 5-7 % faster
+there and within 2 % elsewhere. Below (TP8's down, K = 256: one stage per item) fetching an item
+costs more than the balance gains (docs/optimization.md, session 9)."""
 
 
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:

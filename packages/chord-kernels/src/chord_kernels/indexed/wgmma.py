@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from chord_kernels.errors import ChordInputError
 from chord_kernels.hardware import SMEM_PER_SM, SMEM_RESERVED_PER_CTA
 from chord_kernels.indexed.args import ARGS, prelude
-from chord_kernels.indexed.heuristics import PREFILL_BLOCK, WIDE_BLOCK
+from chord_kernels.indexed.heuristics import DYNAMIC_MIN_K, PREFILL_BLOCK, WIDE_BLOCK
 from chord_kernels.indexed.layout import ATOM_BYTES, ATOM_K, ATOM_N
 from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import CudaKernel
@@ -47,7 +47,9 @@ class WgmmaConfig:
     ``weight_ring`` (``bk`` 128 only): the weights in their own two-slot ring of 256-K tiles;
     ``silu_mul`` (``mt`` 2 only): fused SiLU-and-mul, the weight being ``[gate | up]`` (N = 2I, I a
     multiple of 64) and the output ``silu(gate) * up`` (``[slots, I]``); ``topk_sum``: the output is
-    also summed over each token's local slots into ``[tokens, N]`` (N a multiple of 8)."""
+    also summed over each token's local slots into ``[tokens, N]`` (N a multiple of 8); ``dynamic``:
+    a CTA takes its items after the first from a global counter in the workspace (else every
+    grid-th item)."""
 
     block_m: int
     mt: int = 1
@@ -58,6 +60,7 @@ class WgmmaConfig:
     weight_ring: bool = False
     silu_mul: bool = False
     topk_sum: bool = False
+    dynamic: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -140,12 +143,12 @@ class WgmmaConfig:
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
     def workspace(self, grid: int) -> WorkspaceLayout:
-        """None: whole items, a strided schedule."""
+        """The dynamic schedule's two counters (next item, CTAs done); none for the strided one."""
         del grid
-        return WorkspaceLayout()
+        return WorkspaceLayout(counters=2 if self.dynamic else 0)
 
     def template_args(self) -> str:
-        flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum))
+        flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic))
         return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}"
 
     def source(self) -> str:
@@ -225,11 +228,13 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     24-token blocks up to 168 tokens on 128-wide activation stages (the widest item whose
     accumulators fit the registers and whose three stages fit shared memory) with the weights in
     their own ring of 256-K tiles (one bulk copy per block), 64-token blocks up to 128 tokens on
-    256-wide stages. One tile per warpgroup beyond 128 tokens otherwise.
+    256-wide stages. One tile per warpgroup beyond 128 tokens otherwise. Items from a global
+    counter from :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
     """
-    del k  # every Kimi K (256 ... 7168) measured best with the same choice
+    dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK:
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True)
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True,
+                           dynamic=dynamic)
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
@@ -239,4 +244,4 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
         stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
-    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items)
+    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic)

@@ -47,9 +47,10 @@ namespace chord::indexed {
 // tiles (one bulk copy per 64-channel block) instead of in the stages; with kSiluMul (kMT 2) the
 // weight is [gate | up] (N = 2I, I a multiple of 64) and the output silu(gate) * up ([slots, I]);
 // with kTopkSum the output is also summed over each token's local slots into args.reduced
-// ([tokens, N], N a multiple of 8; see topk_arrive_and_reduce).
+// ([tokens, N], N a multiple of 8; see topk_arrive_and_reduce); with kDynamic a CTA takes its
+// items after the first from a global counter (wgmma_producer) instead of every gridDim-th.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
-          bool kSiluMul_ = false, bool kTopkSum_ = false>
+          bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -61,6 +62,7 @@ struct WgmmaConfig {
   static constexpr bool kWeightRing = kWeightRing_;
   static constexpr bool kSiluMul = kSiluMul_;
   static constexpr bool kTopkSum = kTopkSum_;
+  static constexpr bool kDynamic = kDynamic_;  // items from a global counter (args.counters)
   static_assert(!(kSiluMul && kTopkSum), "SiLU-and-mul belongs to gate_up, the top-k sum to down");
   static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
@@ -182,7 +184,7 @@ __device__ __forceinline__ int item_blocks(const Args& args, int used, int block
 
 template <class Cfg>
 __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, const uint32_t* list,
-                                               int total, int used, bool listed) {
+                                               int total, int used, bool listed, int* item_ids) {
   using Header = typename Cfg::Header;
   const int pw = (threadIdx.x / 32) % 4;  // producer warp 0..3
   const int lane = threadIdx.x % 32;
@@ -213,7 +215,27 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   int a_rows[kRowsInRegisters ? kRowIters : 1];
   int stage = 0;
   uint32_t phase = 0;
-  for (int item = blockIdx.x;; item += gridDim.x) {
+  // Items: CTA c takes item c, then c + G, c + 2G ... (strided) or, with kDynamic, G + the next
+  // value of a global counter: the strided order gives some CTAs only the expensive items when
+  // item costs repeat with a period dividing G (TP8 gate_up: an expert's 128- and 64-token items,
+  // two N tiles each). Warp 0 requests the next item as it starts one (the atomic's latency hides
+  // behind the item) and hands it to the other warps through item_ids (two slots: a warp may
+  // still read the previous one while warp 0 writes the next).
+  int pending = 0;
+  for (int it = 0, item = blockIdx.x;; ++it) {
+    if constexpr (Cfg::kDynamic) {
+      if (pw == 0) {
+        if (it > 0) item = static_cast<int>(gridDim.x) + __shfl_sync(0xffffffffu, pending, 0);
+        if (lane == 0) {
+          item_ids[it & 1] = item;
+          if (item < total) pending = atomicAdd(args.counters, 1);
+        }
+      }
+      named_barrier(kProducerBarrier, 128);
+      item = item_ids[it & 1];
+    } else if (it > 0) {
+      item += static_cast<int>(gridDim.x);
+    }
     const bool done = item >= total;
     int block = 0, expert = -1, ntile = 0, nsub = 0;
     if (!done) {
@@ -398,6 +420,18 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       }
     }
     if (done) break;
+  }
+  if constexpr (Cfg::kDynamic) {
+    // The last CTA to stop taking items resets the counters for the next launch (graph replays
+    // included): every other CTA's requests have returned by then.
+    if (pw == 0 && lane == 0) {
+      __threadfence();
+      if (atomicAdd(args.counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+        args.counters[0] = 0;
+        args.counters[1] = 0;
+        __threadfence();
+      }
+    }
   }
 }
 
@@ -808,7 +842,7 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const int total = (listed ? items : used) * ntiles;
   if (threadIdx.x / 128 == Cfg::kConsumers) {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
-    wgmma_producer<Cfg>(args, smem, list, total, used, listed);
+    wgmma_producer<Cfg>(args, smem, list, total, used, listed, scratch);  // (compact_items is done with it)
   } else {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::kConsumerRegs));
     if constexpr (Cfg::kTopkSum) {
