@@ -77,9 +77,10 @@ DYNAMIC_MIN_K = 2048
 """From this K on, the WGMMA kernel takes its items from a global counter (``WgmmaConfig.dynamic``):
 a CTA's items then cost the same on average whatever their order. The strided order gave TP8's
 gate_up (an expert's 128- and 64-token items, two N tiles each: a cost period dividing the grid)
-some CTAs only the expensive items, 23 % of SM time idle (ncu); the counter measured 5-7 % faster
-there and within 2 % elsewhere. Below (TP8's down, K = 256: one stage per item) fetching an item
-costs more than the balance gains (docs/optimization.md, session 9)."""
+some CTAs only the expensive items, 23 % of SM time idle (ncu; 8 % with the counter); the counter
+measured 5-13 % faster there in three runs and about even elsewhere (EP8's GEMMs -7 to +7 %).
+Below (TP8's down, K = 256: one stage per item) fetching an item costs more than the balance
+gains (docs/optimization.md, session 9)."""
 
 
 def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
