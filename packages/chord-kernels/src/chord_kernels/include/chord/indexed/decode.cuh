@@ -524,17 +524,8 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
     consumer_loop<Cfg>(args, smem, warp, total);
   }
   if constexpr (Cfg::kDynamic) {
-    // The last CTA out resets the counters for the next launch (graph replays included).
     __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      const int done = atomicAdd(args.counters + 1, 1);
-      if (done == static_cast<int>(gridDim.x) - 1) {
-        args.counters[0] = 0;
-        args.counters[1] = 0;
-        __threadfence();
-      }
-    }
+    if (threadIdx.x == 0) release_item_counter(args);
   }
 }
 

@@ -28,6 +28,18 @@ __device__ __forceinline__ int used_blocks(const Args& args, int block_m) {
   return min(used, args.num_blocks);
 }
 
+// Dynamic schedule, called by one thread of a CTA once the CTA takes no more items: the last CTA
+// to do so resets the counters (next item, CTAs done) for the next launch, graph replays included;
+// every other CTA's requests have returned by then.
+__device__ __forceinline__ void release_item_counter(const Args& args) {
+  __threadfence();
+  if (atomicAdd(args.counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+    args.counters[0] = 0;
+    args.counters[1] = 0;
+    __threadfence();
+  }
+}
+
 // First unit of CTA `cta`'s range under the balanced schedule.
 __device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int grid) {
   return units * cta / grid;

@@ -422,16 +422,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     if (done) break;
   }
   if constexpr (Cfg::kDynamic) {
-    // The last CTA to stop taking items resets the counters for the next launch (graph replays
-    // included): every other CTA's requests have returned by then.
-    if (pw == 0 && lane == 0) {
-      __threadfence();
-      if (atomicAdd(args.counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
-        args.counters[0] = 0;
-        args.counters[1] = 0;
-        __threadfence();
-      }
-    }
+    if (pw == 0 && lane == 0) release_item_counter(args);  // the thread that took this CTA's items
   }
 }
 
