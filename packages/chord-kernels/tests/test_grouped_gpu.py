@@ -11,8 +11,9 @@ import torch
 from test_indexed_gpu import _rel_err, _weights
 
 import chord_kernels
-from chord_kernels import grouped, reference, routing
+from chord_kernels import grouped, indexed, reference, routing
 from chord_kernels.errors import ChordInputError, ChordLayoutError
+from chord_kernels.ops import silu_and_mul
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 5e-3
@@ -89,6 +90,67 @@ def test_masked_matches_reference(case: tuple) -> None:
     if real.any():
         assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
     assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
+
+
+IN_KERNEL_EXPECTED_M = (2, 6, 16, 43, 64, 100, 200)
+"""Rows per group that plan, at N 512 / K 2048, decode blocks of 8 and 16 and WGMMA blocks of 32,
+56, 80, 24 x 7 (weight ring) and 64 x 2 (dynamic schedule: K >= 2048)."""
+
+
+@pytest.mark.parametrize("expected_m", IN_KERNEL_EXPECTED_M)
+def test_masked_in_kernel_routing_is_the_indexed_api(expected_m: int) -> None:
+    """The kernels compute the masked mode's routing from masked_m: bit for bit what the indexed
+    API computes over the blocks grouped.masked_routing builds, counts above max_m and negative
+    ones included; rows past a count stay poisoned."""
+    gen = torch.Generator(device="cuda").manual_seed(expected_m)
+    g, n, k, max_m = 6, 512, 2048, 256
+    packed, scales = _weights(g, n, k, gen)
+    w = chord_kernels.pack("masked", packed, scales, profile="h200_ep8")
+    w_indexed = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    counts = [expected_m, 0, max_m + 9, -3, min(max_m, expected_m + 13), 1]
+    masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
+    a = torch.randn(g, max_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    out = torch.full((g, max_m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    grouped.masked(a, w, masked_m, expected_m, out=out)
+    block_m = grouped.masked_block_m(w, expected_m)
+    want = torch.full((g * max_m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    indexed.gemm(a.view(g * max_m, k), w_indexed, *grouped.masked_routing(masked_m, max_m, block_m),
+                 block_m=block_m, top_k=1, out=want)
+    torch.cuda.synchronize()
+    real = torch.arange(max_m, device="cuda").unsqueeze(0) < masked_m.clamp(0, max_m).unsqueeze(1)
+    assert torch.equal(out[real], want.view(g, max_m, n)[real])
+    assert not out[real].isnan().any() and out[~real].isnan().all()
+    ref = reference.grouped_masked(a, (packed, scales), masked_m.clamp(0, max_m)).view(g, max_m, n)
+    assert _rel_err(out[real], ref[real]) <= REL_TOL
+
+
+@pytest.mark.parametrize("expected_m", (6, 43, 200))
+def test_activation_is_silu_and_mul_of_the_plain_output(expected_m: int) -> None:
+    """activation="silu" (fused into the WGMMA epilogue, two steps on the decode kernel) is
+    bit for bit ops.silu_and_mul of the plain GEMM on the real rows, in both modes; the fused
+    epilogue leaves the other rows as they are."""
+    gen = torch.Generator(device="cuda").manual_seed(100 + expected_m)
+    g, n, k, max_m = 6, 512, 1024, 224
+    packed, scales = _weights(g, n, k, gen)
+    w = chord_kernels.pack("masked", packed, scales, profile="h200_ep8")
+    masked_m = torch.randint(0, max_m + 1, (g,), generator=gen, device="cuda", dtype=torch.int32)
+    a = torch.randn(g, max_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    fused = torch.full((g, max_m, n // 2), float("nan"), dtype=torch.bfloat16, device="cuda")
+    grouped.masked(a, w, masked_m, expected_m, out=fused, activation="silu")
+    plain = grouped.masked(a, w, masked_m, expected_m)
+    real = torch.arange(max_m, device="cuda").unsqueeze(0) < masked_m.unsqueeze(1)
+    assert torch.equal(fused[real], silu_and_mul(plain[real]))
+    if grouped.masked_block_m(w, expected_m) >= 24:  # the WGMMA kernel: fused
+        assert fused[~real].isnan().all()
+
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    c = routing.contiguous_layout(_ids(g, 4 * expected_m, 2, "uniform", gen), g)
+    hidden = torch.randn(4 * expected_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    a = c.gather(hidden)
+    fused = grouped.contiguous(a, w, c.m_indices, activation="silu")
+    plain = grouped.contiguous(a, w, c.m_indices)
+    rows = c.m_indices >= 0
+    assert torch.equal(fused[rows], silu_and_mul(plain[rows]))
 
 
 def test_masked_graph_capture_replays_new_counts() -> None:

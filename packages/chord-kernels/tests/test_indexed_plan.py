@@ -159,7 +159,7 @@ def test_arguments_are_one_field_list() -> None:
     source = prelude()
     positions = [source.index(f"  {f.ctype} {f.name};") for f in ARGS.fields]
     assert positions == sorted(positions)
-    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 14 * 8 + 10 * 4
+    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 15 * 8 + 12 * 4
     entry = indexed.DecodeConfig(block_m=8).source()
     assert "const int32_t* __restrict__ tiles," in entry and "__nv_bfloat16* out," in entry
     assert "const chord::indexed::Args args{" + ", ".join(fields) + "};" in entry

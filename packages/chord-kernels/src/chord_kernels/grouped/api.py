@@ -1,9 +1,12 @@
 """The grouped family's GEMMs: DeepGEMM-style ``contiguous`` (prefill) and ``masked`` (decode).
 
 Both run on the indexed family's engine (the WGMMA kernel on sm_90a, the decode kernel for small
-blocks): their row structure is turned into routing blocks on the device with a few elementwise
-ops, never a host synchronization, so both are CUDA-graph capturable once a first eager call (or
-:func:`prepare` plus one call) has loaded the kernel and built the per-shape index constants. The
+blocks), never with a host synchronization, so both are CUDA-graph capturable once a first eager
+call (or :func:`prepare` plus one call) has loaded the kernel and built the per-shape index
+constants. The kernels compute the masked mode's routing blocks from ``masked_m`` themselves; the
+contiguous mode's come from a few elementwise ops on ``m_indices`` (:func:`contiguous_routing`).
+:func:`masked_routing` builds the masked blocks as vLLM routing tensors, for callers of
+:func:`chord_kernels.indexed.gemm`. The
 weight is packed with layout ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped
 family's record) and each entry point refuses the other mode's weight.
 """
@@ -17,7 +20,7 @@ import torch
 from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError
-from chord_kernels.indexed.api import check_weight, run_gemm
+from chord_kernels.indexed.api import MaskedRows, Routing, check_activation, check_weight, run_gemm
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
 from chord_kernels.indexed.heuristics import PREFILL_BLOCK, choose_block_m
@@ -67,10 +70,6 @@ def _masked_constants(groups: int, max_m: int, block_m: int,
     return key, flat_row, block_start, group.contiguous(), used
 
 
-Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-"""``sorted_token_ids``, ``expert_ids``, ``num_tokens_post_padded``: what the indexed engine reads."""
-
-
 def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
     """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment): block
     ``b`` is rows ``[b * block_m, (b + 1) * block_m)``, its expert the largest ``m_indices`` entry
@@ -101,17 +100,22 @@ def contiguous(
     *,
     out: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
+    activation: str | None = None,
 ) -> torch.Tensor:
     """Grouped contiguous GEMM -> bf16 ``[m, N]``: row ``i`` of ``a`` ``[m, K]`` times expert
     ``m_indices[i]`` (int32 ``[m]``, on the device; -1 marks a padding row).
 
     Rows are grouped by expert in segments padded to 128 rows (``routing.contiguous_layout``
     builds them; DeepGEMM's contiguous layout is the same), so ``m`` is a multiple of 128. Output
-    rows of padding rows are left as they are. ``workspace`` as in :func:`chord_kernels.indexed.gemm`.
+    rows of padding rows are left as they are. ``workspace`` and ``activation`` (``"silu"``:
+    ``silu(gate) * up`` of a ``[gate | up]`` weight, ``[m, N / 2]``) as in
+    :func:`chord_kernels.indexed.gemm`; where the activation runs as a second step (not fused
+    into the kernel), it writes every output row, padding rows with unspecified values.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     device = a.device
     check_weight(weight, device, mode="contiguous", what="chord_kernels.grouped.contiguous")
+    check_activation(activation, weight, None, None)
     m = a.shape[0]
     require_tensor("m_indices", m_indices, dtype=torch.int32, shape=(m,), device=device, contiguous=True)
     if m % CONTIGUOUS_ALIGNMENT:
@@ -119,12 +123,17 @@ def contiguous(
             f"a: expected a multiple of {CONTIGUOUS_ALIGNMENT} rows (experts' segments padded to "
             f"{CONTIGUOUS_ALIGNMENT}; routing.contiguous_layout builds them), got {m}"
         )
-    out = output_tensor(out, (m, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    out = output_tensor(out, (m, _width(weight, activation)), dtype=torch.bfloat16, device=device, contiguous=True)
     if m == 0:
         return out
     block_m = contiguous_block_m(hardware.arch(device.index))
-    return run_gemm(a, weight, *contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
-                    out=out, workspace=workspace)
+    return run_gemm(a, weight, contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
+                    out=out, workspace=workspace, activation=activation)
+
+
+def _width(weight: PackedWeight, activation: str | None) -> int:
+    """Output channels: N, or N / 2 after SiLU-and-mul."""
+    return weight.n // 2 if activation else weight.n
 
 
 def masked(
@@ -135,17 +144,23 @@ def masked(
     *,
     out: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
+    activation: str | None = None,
 ) -> torch.Tensor:
     """Grouped masked GEMM -> bf16 ``[G, max_m, N]``: group ``g`` multiplies its first
     ``masked_m[g]`` rows of ``a`` (``[G, max_m, K]`` or ``[G * max_m, K]``) by expert ``g``.
 
     ``masked_m`` is int32 ``[G]`` on the device (the count DeepEP's low-latency dispatch returns;
     a count above ``max_m`` selects ``max_m`` rows, a negative one none); ``expected_m`` (a host
-    int, the mean rows per group) sizes the routing blocks. Output rows past ``masked_m[g]`` are left as they are.
+    int, the mean rows per group) sizes the routing blocks; the kernels compute the blocks from
+    ``masked_m`` (no launch of their own). Output rows past ``masked_m[g]`` are left as they are.
+    ``workspace`` and ``activation`` (``[G, max_m, N / 2]``) as in :func:`chord_kernels.indexed.gemm`;
+    where the activation runs as a second step (the decode kernel's blocks), rows past the counts
+    hold unspecified values.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=(2, 3), device="cuda", contiguous=True)
     device = a.device
     check_weight(weight, device, mode="masked", what="chord_kernels.grouped.masked")
+    check_activation(activation, weight, None, None)
     groups = weight.num_experts
     require_tensor("masked_m", masked_m, dtype=torch.int32, shape=(groups,), device=device)
     if (a.dim() == 3 and a.shape[0] != groups) or (a.dim() == 2 and a.shape[0] % groups):
@@ -157,19 +172,23 @@ def masked(
         raise ChordInputError(f"expected_m: expected a non-negative integer, got {expected_m!r}")
     max_m = a.shape[0] // groups if a.dim() == 2 else a.shape[1]
     flat = a.view(groups * max_m, a.shape[-1])
-    out = output_tensor(out, (groups, max_m, weight.n), dtype=torch.bfloat16, device=device, contiguous=True)
+    width = _width(weight, activation)
+    out = output_tensor(out, (groups, max_m, width), dtype=torch.bfloat16, device=device, contiguous=True)
     if max_m == 0:
         return out
     block_m = masked_block_m(weight, expected_m)
-    run_gemm(flat, weight, *masked_routing(masked_m, max_m, block_m), block_m=block_m, top_k=1,
-             out=out.view(groups * max_m, weight.n), workspace=workspace)
+    # The kernels compute the routing from masked_m (no launch of its own; rows past a count are
+    # never written, so non-local blocks need no zeroing).
+    run_gemm(flat, weight, MaskedRows(masked_m.contiguous(), max_m), block_m=block_m, top_k=1,
+             out=out.view(groups * max_m, width), workspace=workspace, activation=activation, zero_nonlocal=False)
     return out
 
 
 def prepare(weight: PackedWeight, *, expected_m: int | None = None,
-            device: torch.device | str | int | None = None) -> None:
+            device: torch.device | str | int | None = None, activation: str | None = None) -> None:
     """Compile and load what :func:`contiguous` (or, with ``expected_m``, :func:`masked`) launches
-    for ``weight``; call it before CUDA-graph capture."""
+    for ``weight`` (with ``activation``: the launches that apply it); call it before CUDA-graph
+    capture."""
     dev = hardware.cuda_device(device)
     if weight.mode == "masked":
         if expected_m is None:
@@ -177,7 +196,7 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
         block_m = masked_block_m(weight, expected_m)
     else:
         block_m = contiguous_block_m(hardware.arch(dev.index))
-    prepare_indexed(weight, block_m, dev)
+    prepare_indexed(weight, block_m, dev, activation=activation)
 
 
 @functools.cache

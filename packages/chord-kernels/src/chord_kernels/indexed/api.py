@@ -134,7 +134,7 @@ def gemm(
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
-    return run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m,
+    return run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
                     activation=activation, zero_nonlocal=zero_nonlocal)
 
@@ -220,7 +220,7 @@ def gemm_topk_sum(
     out = output_tensor(out, (tokens, weight.n), dtype=torch.bfloat16, device=a.device, contiguous=True)
     reduce = _TopkSum(topk_ids.to(torch.int32).contiguous(), expert_map,
                       expert_map.numel() if expert_map is not None else weight.num_experts, out)
-    run_gemm(a, weight, sorted_token_ids, expert_ids, num_tokens_post_padded, block_m=block_m, top_k=1,
+    run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m, top_k=1,
              topk_weights=topk_weights, out=slot_rows, config=config, workspace=workspace, topk_sum=reduce)
     return out
 
@@ -229,8 +229,9 @@ ACTIVATIONS = ("silu",)
 """Activations :func:`gemm` applies to a ``[gate | up]`` output (SiLU-and-mul, Kimi's)."""
 
 
-def _check_activation(activation: object, weight: PackedWeight, topk_weights: torch.Tensor | None,
-                      config: KernelConfig | None) -> None:
+def check_activation(activation: object, weight: PackedWeight, topk_weights: torch.Tensor | None,
+                     config: KernelConfig | None) -> None:
+    """Refuse an activation :func:`gemm` cannot apply to ``weight``'s output (or with ``config``)."""
     if activation is not None and activation not in ACTIVATIONS:
         raise ChordInputError(f"activation: expected None or one of {list(ACTIVATIONS)}, got {activation!r}")
     if activation is not None and weight.n % 2:
@@ -244,12 +245,46 @@ def _check_activation(activation: object, weight: PackedWeight, topk_weights: to
                               f"multiple of 128, got activation={activation!r}, N={weight.n}")
 
 
+Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""vLLM's routing tensors: ``sorted_token_ids``, ``expert_ids``, ``num_tokens_post_padded``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedRows:
+    """Routing the kernels compute from row counts (the grouped masked mode): ``a`` holds
+    ``[G * max_m]`` rows, group ``g`` multiplies its first ``masked_m[g]`` (clamped to ``[0,
+    max_m]``) by expert ``g``, and the routing blocks are ``ceil(max_m / block_m)`` per group —
+    the blocks :func:`chord_kernels.grouped.masked_routing` builds, without launching anything."""
+
+    masked_m: torch.Tensor  # int32 [G], contiguous, on a's device
+    max_m: int
+
+
+def _routing_args(route: Routing | MaskedRows, block_m: int, num_experts: int,
+                  device: torch.device) -> tuple[dict[str, object], int]:
+    """The routing fields of the kernel arguments, and the routing blocks they hold."""
+    if isinstance(route, MaskedRows):
+        require_tensor("masked_m", route.masked_m, dtype=torch.int32, shape=(num_experts,), device=device,
+                       contiguous=True)
+        group_blocks = -(-route.max_m // block_m)
+        return ({"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None,
+                 "masked_m": route.masked_m, "max_m": route.max_m, "group_blocks": group_blocks},
+                num_experts * group_blocks)
+    sorted_token_ids, expert_ids, num_tokens_post_padded = route
+    require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
+                   contiguous=True)
+    require_tensor("expert_ids", expert_ids, dtype=torch.int32, ndim=1, device=device, contiguous=True)
+    require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
+                   device=device)
+    return ({"sorted_token_ids": sorted_token_ids, "expert_ids": expert_ids,
+             "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0},
+            routing_capacity(sorted_token_ids, expert_ids, block_m))
+
+
 def run_gemm(
     a: torch.Tensor,
     weight: PackedWeight,
-    sorted_token_ids: torch.Tensor,
-    expert_ids: torch.Tensor,
-    num_tokens_post_padded: torch.Tensor,
+    route: Routing | MaskedRows,
     *,
     block_m: int,
     top_k: int,
@@ -270,11 +305,7 @@ def run_gemm(
         raise ChordInputError(f"weight: expected tensors on {device} (like a), got {tiles.device}")
     if a.shape[1] != weight.k:
         raise ChordInputError(f"a: expected K={weight.k} columns to match the weight, got {a.shape[1]}")
-    require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
-                   contiguous=True)
-    require_tensor("expert_ids", expert_ids, dtype=torch.int32, ndim=1, device=device, contiguous=True)
-    require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
-                   device=device)
+    routing_args, capacity = _routing_args(route, block_m, weight.num_experts, device)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k <= 0:
         raise ChordInputError(f"top_k: expected a positive integer, got {top_k!r}")
     if weight.num_experts >= 1 << 16:
@@ -282,7 +313,7 @@ def run_gemm(
     check_block_m(block_m, hardware.arch(device.index))
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
-    _check_activation(activation, weight, topk_weights, config)
+    check_activation(activation, weight, topk_weights, config)
     if isinstance(config, WgmmaConfig) and config.topk_sum and (topk_sum is None or weight.n % 8):
         raise ChordInputError(f"config: {config} sums the top-k; expected gemm_topk_sum and N a multiple of 8, "
                               f"got N={weight.n}")
@@ -301,7 +332,6 @@ def run_gemm(
         return out
     _aligned16("a", a)
     _aligned16("out", out)
-    capacity = routing_capacity(sorted_token_ids, expert_ids, block_m)
     if capacity == 0:
         if topk_sum is not None:
             topk_sum.out.zero_()
@@ -322,8 +352,7 @@ def run_gemm(
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
-        device, tiles=tiles, a=a, out=target, sorted_token_ids=sorted_token_ids, expert_ids=expert_ids,
-        num_tokens_post_padded=num_tokens_post_padded, topk_weights=weights_flat, **launch.workspace.bind(workspace),
+        device, tiles=tiles, a=a, out=target, **routing_args, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
         num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal), **reduce,
     )
@@ -353,7 +382,7 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
     check_block_m(block_m, arch)
-    _check_activation(activation, weight, None, None)
+    check_activation(activation, weight, None, None)
     for cfg in configs_for(weight.n, weight.k, block_m, arch):
         cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
         fused = _silu_mul_twin(cfg, weight.n) if activation else None

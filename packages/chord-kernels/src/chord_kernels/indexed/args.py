@@ -26,6 +26,11 @@ ARGS = ArgStruct("Args", "chord::indexed", [
     Field("sorted_token_ids", "const int32_t*", "[num_blocks * block_m] (at least the used part)", restrict=True),
     Field("expert_ids", "const int32_t*", "[num_blocks]", restrict=True),
     Field("num_tokens_post_padded", "const int32_t*", "[1]", restrict=True),
+    Field("masked_m", "const int32_t*",
+          "[groups] row counts: the grouped masked mode's routing (routing.cuh), with the three above null; "
+          "else null", restrict=True),
+    Field("max_m", "int", "masked mode: rows per group in a and out"),
+    Field("group_blocks", "int", "masked mode: routing blocks per group"),
     Field("topk_weights", "const float*", "[num_slots] or null", restrict=True),
     Field("counters", "int32_t*", "workspace: schedule counters, zero before and after each launch"),
     Field("partials", "float*", "workspace: split-K partial sums (scratch)"),

@@ -97,12 +97,12 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
       ref.expert = static_cast<int>(entry >> 16);
     } else {
       ref.block = cb;
-      ref.expert = __ldg(args.expert_ids + cb);
+      ref.expert = block_expert(args, cb, Cfg::kBM);
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int row = lane + 32 * r;
-      if (row < Cfg::kBM) ref.slot[r] = __ldg(args.sorted_token_ids + static_cast<int64_t>(ref.block) * Cfg::kBM + row);
+      if (row < Cfg::kBM) ref.slot[r] = block_slot(args, ref.block, row, Cfg::kBM);
     }
     return ref;
   };
@@ -512,7 +512,7 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
   int* scratch = reinterpret_cast<int*>(smem + Cfg::kScratchOffset);
   const int used = used_blocks(args, Cfg::kBM);
   int valid_blocks = 0;
-  if (args.list_cap > 0) valid_blocks = compact_items<Cfg::kThreads, 1>(args, used, list, scratch);
+  if (args.list_cap > 0) valid_blocks = compact_items<Cfg::kThreads, 1>(args, used, Cfg::kBM, list, scratch);
   __syncthreads();  // barrier initialisation (and the list) visible to every warp
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;

@@ -10,6 +10,7 @@
 #include "chord/common/topk_sum.cuh"
 #include "chord/indexed/contract.cuh"
 #include "chord/indexed/decode_config.cuh"
+#include "chord/indexed/routing.cuh"
 
 namespace chord::indexed {
 
@@ -95,10 +96,10 @@ __device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int
   if (!args.zero_nonlocal) return;
   const int lane = threadIdx.x % 32;
   for (int b = blockIdx.x; b < used; b += gridDim.x) {
-    const int expert = __ldg(args.expert_ids + b);
+    const int expert = block_expert(args, b, block_m);
     if (static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts)) continue;
     for (int r = warp; r < block_m; r += num_warps) {
-      const int slot = __ldg(args.sorted_token_ids + static_cast<int64_t>(b) * block_m + r);
+      const int slot = block_slot(args, b, r, block_m);
       if (slot < 0 || slot >= args.num_slots) continue;
       __nv_bfloat16* row = args.out + static_cast<int64_t>(slot) * n;
       if ((n % 8) == 0) {

@@ -2,8 +2,8 @@
 //
 // A work item is (routing blocks, N tile): the full K of BN output channels of one expert for the
 // tokens of one routing block (decode kernel) or of up to kItems consecutive blocks of one expert
-// (WGMMA kernel). Every CTA first compacts the items' first blocks (expert id in [0, E) and inside
-// num_tokens_post_padded, read on the device) into a shared-memory list, so items are dense.
+// (WGMMA kernel). Every CTA first compacts the items' first blocks (expert id in [0, E), a block in
+// use: routing.cuh) into a shared-memory list, so items are dense.
 // Strided schedule: CTA c takes items c, c + G, c + 2G ...; dynamic schedule: the producer takes
 // the next item from a global atomic counter (the last CTA to finish resets the counters, so the
 // kernel stays CUDA-graph replayable).
@@ -19,14 +19,9 @@
 #include <cstdint>
 
 #include "chord/indexed/contract.cuh"
+#include "chord/indexed/routing.cuh"
 
 namespace chord::indexed {
-
-__device__ __forceinline__ int used_blocks(const Args& args, int block_m) {
-  const int padded = __ldg(args.num_tokens_post_padded);
-  const int used = (max(padded, 0) + block_m - 1) / block_m;
-  return min(used, args.num_blocks);
-}
 
 // Dynamic schedule, called by one thread of a CTA once the CTA takes no more items: the last CTA
 // to do so resets the counters (next item, CTAs done) for the next launch, graph replays included;
@@ -50,7 +45,7 @@ __device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int gr
 // consecutive blocks of one local expert: a run of an expert's blocks is cut every kItems blocks
 // from its first. All threads of the CTA call it; `scratch` holds two ints per warp.
 template <int kThreads, int kItems>
-__device__ __forceinline__ int compact_items(const Args& args, int used, uint32_t* list, int* scratch) {
+__device__ __forceinline__ int compact_items(const Args& args, int used, int block_m, uint32_t* list, int* scratch) {
   constexpr int kNumWarps = kThreads / 32;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int count = 0;
@@ -58,12 +53,12 @@ __device__ __forceinline__ int compact_items(const Args& args, int used, uint32_
   for (int base = 0; base < used; base += kThreads) {
     const int idx = base + tid;
     int expert = -1;
-    if (idx < used) expert = __ldg(args.expert_ids + idx);
+    if (idx < used) expert = block_expert(args, idx, block_m);
     const bool valid = idx < used && static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts);
     bool start = valid;
     if constexpr (kItems > 1) {
       // The run start of each block: an inclusive max-scan of run heads across the CTA.
-      const bool head = valid && (idx == 0 || __ldg(args.expert_ids + idx - 1) != expert);
+      const bool head = valid && (idx == 0 || block_expert(args, idx - 1, block_m) != expert);
       int run = head ? idx : -1;
 #pragma unroll
       for (int d = 1; d < 32; d *= 2) {

@@ -170,14 +170,14 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint32_t bar) {
 // kItems blocks and, when the blocks are walked rather than listed, at the next multiple of kItems
 // (where the next item of a long run starts). Every lane of the calling warp gets the count.
 template <int kItems>
-__device__ __forceinline__ int item_blocks(const Args& args, int used, int block, int expert, bool listed) {
+__device__ __forceinline__ int item_blocks(const Args& args, int used, int block_m, int block, int expert, bool listed) {
   if constexpr (kItems == 1) {
     return 1;
   } else {
     const int j = threadIdx.x % 32;
     const int b = block + j;
     const bool same = j == 0 || (j < kItems && b < used && (listed || b % kItems != 0) &&
-                                 __ldg(args.expert_ids + b) == expert);
+                                 block_expert(args, b, block_m) == expert);
     return __ffs(~__ballot_sync(0xffffffffu, same)) - 1;
   }
 }
@@ -247,17 +247,17 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         expert = static_cast<int>(entry >> 16);
       } else {
         block = cb;
-        expert = __ldg(args.expert_ids + cb);
+        expert = block_expert(args, cb, Cfg::kBM);
         // Walking every block: an item starts at a run's first block or at a multiple of kItems.
         if (Cfg::kItems > 1 && block % Cfg::kItems != 0 && block > 0 &&
-            __ldg(args.expert_ids + block - 1) == expert) {
+            block_expert(args, block - 1, Cfg::kBM) == expert) {
           continue;
         }
       }
       if (static_cast<unsigned>(expert) >= static_cast<unsigned>(args.num_experts)) continue;  // not local
-      nsub = item_blocks<Cfg::kItems>(args, used, block, expert, listed);
+      nsub = item_blocks<Cfg::kItems>(args, used, Cfg::kBM, block, expert, listed);
     }
-    const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in sorted_token_ids
+    const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in the routing
     // Alternate row buffers: a producer warp may still copy the previous item's last stage while
     // warp 0 writes this item's rows (the warps meet once per item, at its first stage).
     int* const item_rows = row_buffers + row_buffer * Cfg::kTile;
@@ -283,8 +283,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
 #pragma unroll
               for (int r = 0; r < kBatch; ++r) {
                 const int row = lane + 32 * (r0 + r);
-                slot[r] = row < rows_used ? __ldg(args.sorted_token_ids + static_cast<int64_t>(block) * Cfg::kBM + row)
-                                          : args.num_slots;
+                slot[r] = row < rows_used ? block_slot(args, block, row, Cfg::kBM) : args.num_slots;
               }
 #pragma unroll
               for (int r = 0; r < kBatch; ++r) {
@@ -825,7 +824,7 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const int used = used_blocks(args, Cfg::kBM);
   // Items listed in shared memory when they fit (not when experts' blocks are not contiguous);
   // otherwise the producer walks every block.
-  const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, list, scratch) : 0;
+  const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, Cfg::kBM, list, scratch) : 0;
   const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
   const int n16 = (args.n + kAtomN - 1) / kAtomN;

@@ -1,0 +1,48 @@
+// The routing the indexed kernels read, block by block.
+//
+// Two sources: vLLM's moe_align_block_size tensors (sorted_token_ids, expert_ids,
+// num_tokens_post_padded, read on the device), or the grouped masked mode's [G, max_m] rows
+// (args.masked_m set): group g owns args.group_blocks consecutive routing blocks, and row r of its
+// block j is slot g * max_m + j * block_m + r while that is below the group's count masked_m[g]
+// (clamped to [0, max_m]). A block with no row below the count has expert -1 and is skipped. The
+// masked mode computes what the PyTorch routing (grouped.masked_routing) would have written, so
+// it costs no launch of its own.
+#pragma once
+
+#include <cstdint>
+
+#include "chord/indexed/contract.cuh"
+
+namespace chord::indexed {
+
+// Routing blocks in use: those below num_tokens_post_padded (or every block of the masked mode).
+__device__ __forceinline__ int used_blocks(const Args& args, int block_m) {
+  if (args.masked_m != nullptr) return args.num_blocks;
+  const int padded = __ldg(args.num_tokens_post_padded);
+  const int used = (max(padded, 0) + block_m - 1) / block_m;
+  return min(used, args.num_blocks);
+}
+
+// Rows of masked group g: its count clamped to [0, max_m].
+__device__ __forceinline__ int masked_rows(const Args& args, int g) {
+  return min(max(__ldg(args.masked_m + g), 0), args.max_m);
+}
+
+// Expert of routing block b (-1 or out of range: not local, skipped).
+__device__ __forceinline__ int block_expert(const Args& args, int b, int block_m) {
+  if (args.masked_m == nullptr) return __ldg(args.expert_ids + b);
+  const int g = b / args.group_blocks;
+  return (b - g * args.group_blocks) * block_m < masked_rows(args, g) ? g : -1;
+}
+
+// Slot of row `row` counted from routing block b's first row (row may pass into the following
+// blocks of the same expert, as a multi-block work item's rows do); args.num_slots (the sentinel)
+// for a row past the group's count.
+__device__ __forceinline__ int block_slot(const Args& args, int b, int row, int block_m) {
+  if (args.masked_m == nullptr) return __ldg(args.sorted_token_ids + static_cast<int64_t>(b) * block_m + row);
+  const int g = b / args.group_blocks;
+  const int r = (b - g * args.group_blocks) * block_m + row;
+  return r < masked_rows(args, g) ? g * args.max_m + r : args.num_slots;
+}
+
+}  // namespace chord::indexed
