@@ -190,3 +190,19 @@ def test_each_mode_refuses_the_others_weight() -> None:
         grouped.masked(a.view(4, 32, 64), contiguous_w, torch.zeros(4, dtype=torch.int32, device="cuda"), 8)
     with pytest.raises(ChordInputError, match="multiple of 128 rows"):
         grouped.contiguous(a[:100], contiguous_w, m_indices[:100])
+
+
+def test_gemm_masked_names_bad_rows() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    packed, scales = _weights(4, 64, 128, gen)
+    w = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    a = torch.randn(4 * 8, 128, generator=gen, device="cuda").to(torch.bfloat16)
+    counts = torch.full((4,), 3, dtype=torch.int32, device="cuda")
+    with pytest.raises(ChordInputError, match=r"a: expected 4 groups x max_m=7 rows, got 32"):
+        indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 7), block_m=8)
+    with pytest.raises(ChordInputError, match=r"masked_m: expected dtype torch.int32, got torch.int64"):
+        indexed.gemm_masked(a, w, indexed.MaskedRows(counts.long(), 8), block_m=8)
+    with pytest.raises(ChordInputError, match=r"masked_m: expected shape \[4\], got \[3\]"):
+        indexed.gemm_masked(a, w, indexed.MaskedRows(counts[:3], 8), block_m=8)
+    out = indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 8), block_m=8)
+    assert out.shape == (32, 64)

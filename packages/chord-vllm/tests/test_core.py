@@ -307,7 +307,7 @@ BATCHED_MAX_M = 32
 @pytest.fixture(scope="module")
 def kimi_ep8():
     w13, w2, p13, p2, *_ = _kimi("ep8")
-    core.prepare(p13, p2, torch.device("cuda"), batched_max_m=BATCHED_MAX_M)
+    core.prepare(p13, p2, torch.device("cuda"))
     return w13, w2, p13, p2
 
 
@@ -336,7 +336,7 @@ def test_batched_kernels_match_reference_on_kimi_ep8(kimi_ep8, expected_m: int) 
 
 @pytest.mark.gpu
 def test_batched_cuda_graph_capture_and_replay(kimi_ep8) -> None:
-    """Captured once after prepare(batched_max_m=...); replayed on fresh rows and counts."""
+    """Captured once after prepare(); replayed on fresh rows and counts."""
     w13, w2, p13, p2 = kimi_ep8
     e, k = p13.num_experts, p13.k
     x, num_tokens = _batched(e, BATCHED_MAX_M, k, _kimi_counts(e, seed=0), seed=0, device="cuda")

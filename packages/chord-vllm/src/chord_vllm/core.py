@@ -38,6 +38,13 @@ def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_
                  workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal)
 
 
+def kernel_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.MaskedRows, *, block_m: int,
+                       out: torch.Tensor, activation: str | None = None) -> None:
+    """The call site of ``chord_kernels.indexed.gemm_masked``: each expert's first rows of a
+    batched layout, the routing blocks computed by the kernels from the counts."""
+    indexed.gemm_masked(a, weight, rows, block_m=block_m, out=out, activation=activation)
+
+
 def kernel_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
                     topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, block_m: int,
                     down: torch.Tensor, out: torch.Tensor) -> None:
@@ -55,6 +62,14 @@ def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, blo
     del zero_nonlocal
     result = reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights)
     out.copy_(reference.silu_and_mul(result) if activation == "silu" else result)
+
+
+def reference_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.MaskedRows, *, block_m: int,
+                          out: torch.Tensor, activation: str | None = None) -> None:
+    """:func:`kernel_masked_gemm` computed by ``chord_kernels.reference`` over the blocks
+    ``grouped.masked_routing`` builds (the ones the kernels compute)."""
+    route = grouped.masked_routing(rows.masked_m, rows.max_m, block_m)
+    reference_gemm(a, weight, route, block_m=block_m, top_k=1, topk_weights=None, out=out, activation=activation)
 
 
 def reference_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
@@ -81,10 +96,12 @@ class Backend:
     align: Callable[[torch.Tensor, int, int, torch.Tensor | None], Routing]
     name: str
     down_sum: Callable[..., None] = kernel_down_sum
+    masked_gemm: Callable[..., None] = kernel_masked_gemm
 
 
 KERNELS = Backend(kernel_gemm, chord_align, "chord kernels")
-REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)", reference_down_sum)
+REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)", reference_down_sum,
+                    reference_masked_gemm)
 
 
 def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int,
@@ -236,23 +253,19 @@ def moe_batched(
         return out
     rows = num_experts * max_m
     block_m = _block_m(w13, w2, max(1, min(expected_m, max_m)) * num_experts)
-    route = grouped.masked_routing(expert_num_tokens[:num_experts], max_m, block_m)
+    # The kernels compute the routing blocks from the counts: nothing is launched for them.
+    groups = indexed.MaskedRows(expert_num_tokens[:num_experts].contiguous(), max_m)
     act = _view(workspace2, (rows, n // 2), hidden)
-    gate_up_act(hidden.reshape(rows, w13.k).contiguous(), w13, route, block_m=block_m, top_k=1, act=act,
-                backend=backend)
+    backend.masked_gemm(hidden.reshape(rows, w13.k).contiguous(), w13, groups, block_m=block_m, out=act,
+                        activation="silu")
     # Unweighted: DeepEP's combine applies the top-k weights and sums (TopKWeightAndReduceDelegate).
-    backend.gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=None, out=out.view(rows, k))
+    backend.masked_gemm(act, w2, groups, block_m=block_m, out=out.view(rows, k))
     return out
 
 
-def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device, *, batched_max_m: int | None = None) -> None:
-    """Compile and load every kernel :func:`moe_standard` (or, with ``batched_max_m``,
-    :func:`moe_batched` on ``[E_local, batched_max_m, H]``) may launch for these weights, allocate
-    Chord's per-device scratch and build the masked routing's index constants, outside any
-    CUDA-graph capture."""
-    counts = torch.zeros(w13.num_experts, dtype=torch.int32, device=device) if batched_max_m else None
+def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device) -> None:
+    """Compile and load every kernel :func:`moe_standard` or :func:`moe_batched` may launch for
+    these weights and allocate Chord's per-device scratch, outside any CUDA-graph capture."""
     for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
         indexed.prepare(w13, block_m, device, activation="silu")
         indexed.prepare(w2, block_m, device)
-        if counts is not None:
-            grouped.masked_routing(counts, batched_max_m, block_m)

@@ -2,11 +2,20 @@
 
 ``chord_kernels.pack("indexed", packed, scales, profile=...)`` builds the weight; :func:`gemm`
 runs one GEMM from ``moe_align_block_size`` tensors (planned by :func:`plan`, launched with a
-caller-owned or a default workspace); :func:`gemm_topk_sum` is the down GEMM with the top-k sum; :func:`fused_moe` runs a whole layer. docs/architecture.md
+caller-owned or a default workspace); :func:`gemm_topk_sum` is the down GEMM with the top-k sum; :func:`gemm_masked` runs DeepEP low-latency
+``[G, max_m]`` rows from their counts; :func:`fused_moe` runs a whole layer. docs/architecture.md
 describes how the modules fit together.
 """
 
-from chord_kernels.indexed.api import check_weight, fused_moe, gemm, gemm_topk_sum, prepare
+from chord_kernels.indexed.api import (
+    MaskedRows,
+    check_weight,
+    fused_moe,
+    gemm,
+    gemm_masked,
+    gemm_topk_sum,
+    prepare,
+)
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
 from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
@@ -28,6 +37,7 @@ __all__ = [
     "DecodeConfig",
     "IndexedLayout",
     "LaunchPlan",
+    "MaskedRows",
     "WgmmaConfig",
     "block_ms_for",
     "check_weight",
@@ -39,6 +49,7 @@ __all__ = [
     "default_configs",
     "fused_moe",
     "gemm",
+    "gemm_masked",
     "gemm_topk_sum",
     "kernels",
     "max_workspace_bytes",

@@ -99,6 +99,44 @@ def _launch_workspace(launch: LaunchPlan, weight: PackedWeight, device: torch.de
     return graph_workspace(launch.workspace, device)
 
 
+Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+"""vLLM's routing tensors: ``sorted_token_ids``, ``expert_ids``, ``num_tokens_post_padded``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskedRows:
+    """Routing the kernels compute from row counts (the grouped masked mode): ``a`` holds
+    ``[G * max_m]`` rows, group ``g`` multiplies its first ``masked_m[g]`` (clamped to ``[0,
+    max_m]``) by expert ``g``, and the routing blocks are ``ceil(max_m / block_m)`` per group —
+    the blocks :func:`chord_kernels.grouped.masked_routing` builds, without launching anything."""
+
+    masked_m: torch.Tensor  # int32 [G], contiguous, on a's device
+    max_m: int
+
+
+def _routing_args(route: Routing | MaskedRows, block_m: int, num_experts: int,
+                  device: torch.device) -> tuple[dict[str, object], int]:
+    """The routing fields of the kernel arguments, and the routing blocks they hold."""
+    if isinstance(route, MaskedRows):
+        if isinstance(route.max_m, bool) or not isinstance(route.max_m, int) or route.max_m < 0:
+            raise ChordInputError(f"max_m: expected a non-negative integer, got {route.max_m!r}")
+        require_tensor("masked_m", route.masked_m, dtype=torch.int32, shape=(num_experts,), device=device,
+                       contiguous=True)
+        group_blocks = -(-route.max_m // block_m)
+        return ({"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None,
+                 "masked_m": route.masked_m, "max_m": route.max_m, "group_blocks": group_blocks},
+                num_experts * group_blocks)
+    sorted_token_ids, expert_ids, num_tokens_post_padded = route
+    require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
+                   contiguous=True)
+    require_tensor("expert_ids", expert_ids, dtype=torch.int32, ndim=1, device=device, contiguous=True)
+    require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
+                   device=device)
+    return ({"sorted_token_ids": sorted_token_ids, "expert_ids": expert_ids,
+             "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0},
+            routing_capacity(sorted_token_ids, expert_ids, block_m))
+
+
 def gemm(
     a: torch.Tensor,
     weight: PackedWeight,
@@ -137,6 +175,30 @@ def gemm(
     return run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
                     activation=activation, zero_nonlocal=zero_nonlocal)
+
+
+def gemm_masked(
+    a: torch.Tensor,
+    weight: PackedWeight,
+    rows: MaskedRows,
+    *,
+    block_m: int,
+    out: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+    activation: str | None = None,
+) -> torch.Tensor:
+    """:func:`gemm` over a masked layout (DeepEP low-latency buffers): ``a`` is ``[G * max_m, K]``
+    and group ``g``'s first ``rows.masked_m[g]`` rows run through expert ``g`` (top-k 1, no
+    weights) -> bf16 ``[G * max_m, N]`` (or ``N / 2`` with ``activation``). The same blocks and
+    results as :func:`gemm` on :func:`chord_kernels.grouped.masked_routing`'s tensors, but the
+    kernels compute the blocks from the counts, so nothing else is launched. Rows past a count are
+    left as they are (unspecified where the activation runs as a second step)."""
+    require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    check_weight(weight, a.device)
+    if a.shape[0] != weight.num_experts * rows.max_m:
+        raise ChordInputError(f"a: expected {weight.num_experts} groups x max_m={rows.max_m} rows, got {a.shape[0]}")
+    return run_gemm(a, weight, rows, block_m=block_m, top_k=1, out=out, workspace=workspace, activation=activation,
+                    zero_nonlocal=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,42 +305,6 @@ def check_activation(activation: object, weight: PackedWeight, topk_weights: tor
     if fused and (activation is None or not config.fits_silu_mul(weight.n)):
         raise ChordInputError(f"config: {config} fuses SiLU-and-mul; expected activation='silu' and N a "
                               f"multiple of 128, got activation={activation!r}, N={weight.n}")
-
-
-Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
-"""vLLM's routing tensors: ``sorted_token_ids``, ``expert_ids``, ``num_tokens_post_padded``."""
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskedRows:
-    """Routing the kernels compute from row counts (the grouped masked mode): ``a`` holds
-    ``[G * max_m]`` rows, group ``g`` multiplies its first ``masked_m[g]`` (clamped to ``[0,
-    max_m]``) by expert ``g``, and the routing blocks are ``ceil(max_m / block_m)`` per group —
-    the blocks :func:`chord_kernels.grouped.masked_routing` builds, without launching anything."""
-
-    masked_m: torch.Tensor  # int32 [G], contiguous, on a's device
-    max_m: int
-
-
-def _routing_args(route: Routing | MaskedRows, block_m: int, num_experts: int,
-                  device: torch.device) -> tuple[dict[str, object], int]:
-    """The routing fields of the kernel arguments, and the routing blocks they hold."""
-    if isinstance(route, MaskedRows):
-        require_tensor("masked_m", route.masked_m, dtype=torch.int32, shape=(num_experts,), device=device,
-                       contiguous=True)
-        group_blocks = -(-route.max_m // block_m)
-        return ({"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None,
-                 "masked_m": route.masked_m, "max_m": route.max_m, "group_blocks": group_blocks},
-                num_experts * group_blocks)
-    sorted_token_ids, expert_ids, num_tokens_post_padded = route
-    require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
-                   contiguous=True)
-    require_tensor("expert_ids", expert_ids, dtype=torch.int32, ndim=1, device=device, contiguous=True)
-    require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
-                   device=device)
-    return ({"sorted_token_ids": sorted_token_ids, "expert_ids": expert_ids,
-             "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0},
-            routing_capacity(sorted_token_ids, expert_ids, block_m))
 
 
 def run_gemm(
