@@ -72,11 +72,15 @@ def test_kimi_decode_plans() -> None:
     assert _plan(4096, 7168, 64, 6000, arch="sm_100a").config == general_config(64)
 
 
-def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks() -> None:
+def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() -> None:
     from chord_kernels.indexed import WgmmaConfig, choose_wgmma_config
 
-    for block_m in (8, 16):
-        assert not isinstance(_plan(4096, 7168, block_m, 62).config, WgmmaConfig)
+    assert not isinstance(_plan(4096, 7168, 8, 62).config, WgmmaConfig)
+    for n, k in ((4096, 7168), (7168, 2048), (512, 7168)):  # EP8 gate_up and down, TP8 gate_up
+        assert _plan(n, k, 16, 62).config == choose_wgmma_config(n, k, 16)
+    for k in (256, 1024):  # TP8 down, and below the measured K
+        assert not isinstance(_plan(7168, k, 16, 62).config, WgmmaConfig)
+    assert not isinstance(_plan(4096, 7168, 16, 62, arch="sm_100a").config, WgmmaConfig)
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)
         assert wg.config == choose_wgmma_config(4096, 7168, block_m)

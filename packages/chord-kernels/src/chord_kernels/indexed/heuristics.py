@@ -57,7 +57,7 @@ def max_stages(block_m: int, *, warps: int = 4, mt: int = 1, bk: int = 256, ctas
 WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 """Profiles whose GPUs (sm_90a) run the WGMMA kernel; the Blackwell profiles keep the decode kernel."""
 WGMMA_MIN_TOK_E = 9.0
-"""Above this many rows per expert the WGMMA kernel beats the decode kernel (docs/optimization.md)."""
+"""Above this many rows per expert the WGMMA kernel's tiles of 32 tokens and more (docs/optimization.md)."""
 WIDE_BLOCK = 24
 """Routing block from 64 to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA kernel takes up to
 seven consecutive blocks of an expert per work item (168 tokens on 128-wide K stages), so nearly
@@ -90,7 +90,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     global top-k ids, scale the slot count by local / global experts). Uniform routing puts a
     Poisson(tok_e) number of rows on an expert; an expert with more rows than ``block_m`` streams
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
-    to 9 rows per expert the decode kernel's 8- and 16-token blocks; above, on sm_90a, the WGMMA
+    to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
+    WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert;
     beyond, :data:`WIDE_BLOCK` (up to seven blocks per work item) and above :data:`WIDE_MAX_TOK_E`
     :data:`PREFILL_BLOCK` (two per work item).

@@ -41,6 +41,10 @@ KernelConfig = DecodeConfig | WgmmaConfig
 """Configurations the planner can return (the union grows with each kernel of the family)."""
 WGMMA_MIN_BLOCK_M = 24
 """From 24-token blocks up the WGMMA kernel beats the decode kernel on sm_90a (docs/optimization.md)."""
+WGMMA_BLOCK16_MIN_K = 2048
+"""16-token blocks run on the WGMMA kernel from this K on (sm_90a): 6-13 % faster than the decode
+kernel at 5-8 rows per expert on Kimi's EP8 GEMMs and TP8's gate_up (K = 2048 and 7168), 24 %
+slower on TP8's down (K = 256: one stage per item; docs/optimization.md, session 10)."""
 
 
 @dataclass(frozen=True)
@@ -133,13 +137,13 @@ def cached_plan(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch:
     return _launch(config or _choose(n, k, block_m, capacity, num_sms, arch), n, capacity, num_sms)
 
 
-def _uses_wgmma(block_m: int, arch: str) -> bool:
-    return arch == WGMMA_ARCH and block_m >= WGMMA_MIN_BLOCK_M
+def _uses_wgmma(block_m: int, k: int, arch: str) -> bool:
+    return arch == WGMMA_ARCH and (block_m >= WGMMA_MIN_BLOCK_M or (block_m == 16 and k >= WGMMA_BLOCK16_MIN_K))
 
 
 def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str) -> KernelConfig:
     """The kernel configuration for a shape (the branch point of the family's kernels)."""
-    if _uses_wgmma(block_m, arch):
+    if _uses_wgmma(block_m, k, arch):
         return choose_wgmma_config(n, k, block_m)
     cfg = choose_config(n, k, block_m)
     list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
@@ -176,7 +180,7 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     """Every configuration :func:`plan` may return for this shape, whatever the routing capacity
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
-    if _uses_wgmma(block_m, arch):
+    if _uses_wgmma(block_m, k, arch):
         return (choose_wgmma_config(n, k, block_m),)
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
