@@ -74,9 +74,12 @@ SCASES = [
     SCase(Case("empty_experts_short_k_tile", 8, 256, 1056, 90, 2, block_m=56, routing="sparse"), True),
     SCase(Case("one_consumer_m1", 6, 256, 256, 1, 2, block_m=40), True,
           WgmmaConfig(40, 2, 256, 3, consumers=1, silu_mul=True)),
+    # 16-token blocks from K = 2048 run on the WGMMA kernel (fused).
+    SCase(Case("wgmma_bm16", 48, 4096, 7168, 160, 1, block_m=16), True),
     # Two steps: I not a multiple of 64, and the decode kernel's blocks.
     SCase(Case("i_not_multiple_of_64", 6, 264, 512, 40, 2, block_m=32), False),
-    SCase(Case("decode_bm16", 48, 4096, 7168, 160, 1, block_m=16), False),
+    SCase(Case("decode_bm8", 48, 4096, 7168, 160, 1, block_m=8), False),
+    SCase(Case("decode_bm16_k1024", 48, 4096, 1024, 160, 1, block_m=16), False),
 ]
 
 

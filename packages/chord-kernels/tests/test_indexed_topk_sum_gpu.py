@@ -46,9 +46,12 @@ TCASES = [
     TCase(Case("hot_expert_wide", 4, 256, 512, 400, 2, block_m=24, routing="hot"), True),
     TCase(Case("empty_experts_short_k_tile", 8, 256, 1056, 90, 3, block_m=56, routing="sparse"), True),
     TCase(Case("one_consumer_m1", 6, 256, 256, 1, 2, block_m=40), True, WgmmaConfig(40, 2, 256, 3, consumers=1)),
+    # 16-token blocks from K = 2048 run on the WGMMA kernel.
+    TCase(Case("wgmma_bm16_mapped", 48, 7168, 2048, 160, 8, block_m=16, routing="mapped"), True),
     # N not a multiple of 8 (zeroed rows + topk_sum), and the decode kernel's blocks.
     TCase(Case("n_not_multiple_of_8", 6, 204, 512, 40, 2, block_m=32), False),
-    TCase(Case("decode_bm16_mapped", 48, 7168, 2048, 160, 8, block_m=16, routing="mapped"), False),
+    TCase(Case("decode_bm8_mapped", 48, 7168, 2048, 160, 8, block_m=8, routing="mapped"), False),
+    TCase(Case("decode_bm16_tp8_down", 48, 7168, 256, 160, 8, block_m=16, routing="mapped"), False),
 ]
 
 
