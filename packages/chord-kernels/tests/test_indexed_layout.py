@@ -163,14 +163,21 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
     assert choose(pw, 3072) == 80     # ep8_masked64
-    # ... then 24-row blocks, up to seven per WGMMA work item, up to tok_e 150 ...
+    # ... then 64-row blocks, two per WGMMA work item, up to tok_e 120 ...
+    assert choose(pw, 48 * 65) == 64
+    assert choose(pw, 48 * 96) == 64
+    assert choose(pw, 48 * 120) == 64
+    # ... 24-row blocks, up to seven per work item, above 120 and up to 150 ...
+    assert choose(pw, 48 * 121) == 24
     assert choose(pw, 6144) == 24     # ep8_tok128
     assert choose(pw, 48 * 150) == 24
-    # ... and 64-row blocks, two per work item.
+    # ... and 64-row blocks again beyond.
     assert choose(pw, 48 * 151) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
     assert choose(tp8, 8192 * 8) == 64  # tp8_8192, tok_e 171
+    assert choose(tp8, 4096 * 8) == 64  # tok_e 85
+    assert choose(tp8, 6144 * 8) == 24  # tok_e 128
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
     assert choose(bw, 768) == 24

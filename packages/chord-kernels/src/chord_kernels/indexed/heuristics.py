@@ -59,19 +59,25 @@ WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 WGMMA_MIN_TOK_E = 9.0
 """Above this many rows per expert the WGMMA kernel's tiles of 32 tokens and more (docs/optimization.md)."""
 WIDE_BLOCK = 24
-"""Routing block from 64 to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA kernel takes up to
-seven consecutive blocks of an expert per work item (168 tokens on 128-wide K stages), so nearly
-every expert is one weight pass and the MMA width follows its rows in steps of 24 (a weight pass
-costs more than its MMAs; docs/optimization.md, session 6). No other rule of the WGMMA profiles
-picks 24, so the block size tells the configuration apart."""
+"""Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA
+kernel takes up to seven consecutive blocks of an expert per work item (168 tokens on 128-wide K
+stages, the weights in their own ring), so nearly every expert is one weight pass and the MMA
+width follows its rows in steps of 24 (a weight pass costs more than its MMAs; docs/optimization.md,
+sessions 6-7). No other rule of the WGMMA profiles picks 24, so the block size tells the
+configuration apart."""
+WIDE_MIN_TOK_E = 120.0
+"""Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
+one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
+per layer than the wide items at 72-118 rows per expert on EP8's and TP8's shapes, 5-12 % slower at
+128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
 PREFILL_BLOCK = 64
-"""Routing block beyond :data:`WIDE_MAX_TOK_E` rows per expert: two consecutive blocks of an
-expert per work item (128 tokens on 256-wide K stages, whose two stages of wider items would not
-fit shared memory), and the grouped contiguous mode's block (whole 64-row halves of its segments).
-At 64 rows per expert a single 80-row tile measured faster: most experts fit it, and 64-row steps
-waste MMAs on the many with 65-80 rows."""
+"""Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`WIDE_MAX_TOK_E` rows per
+expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K stages, whose
+two stages of wider items would not fit shared memory), and the grouped contiguous mode's block
+(whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile measured faster:
+most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
 
 DYNAMIC_MIN_K = 2048
 """From this K on, the WGMMA kernel takes its items from a global counter (``WgmmaConfig.dynamic``):
@@ -93,8 +99,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert;
-    beyond, :data:`WIDE_BLOCK` (up to seven blocks per work item) and above :data:`WIDE_MAX_TOK_E`
-    :data:`PREFILL_BLOCK` (two per work item).
+    beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
+    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E`.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -106,7 +112,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if weight.profile in WGMMA_PROFILES:
         if tok_e <= 64.0:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
-        return WIDE_BLOCK if tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
+        return WIDE_BLOCK if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
