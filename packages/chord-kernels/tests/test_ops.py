@@ -27,6 +27,50 @@ def test_silu_and_mul_is_fp32_math_rounded_once(device: str, rows: int) -> None:
     assert silu_and_mul(x).shape == (rows, 96)
 
 
+@pytest.mark.gpu
+def test_silu_and_mul_kernel_equals_pytorch_for_every_bf16_gate() -> None:
+    """The CUDA kernel against PyTorch's fp32 math for all 65,536 bf16 gate values (NaN, inf, -0,
+    subnormals) times varied up values, on the 16-byte path (I % 8 = 0) and the scalar one."""
+    gate = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(torch.bfloat16).reshape(-1, 256)
+    g = torch.Generator().manual_seed(3)
+    up = (torch.randn(gate.shape, generator=g) * 3).bfloat16()
+    up[0, :8] = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-40, 3e38, -1.0])
+    for inter in (256, 4):  # vectorised, scalar (I % 8 != 0)
+        x = torch.cat([gate.reshape(-1, inter), up.reshape(-1, inter)], dim=1).cuda()
+        out = torch.full((x.shape[0], inter), float("nan"), dtype=torch.bfloat16, device="cuda")
+        silu_and_mul(x, out=out)
+        want = reference.silu_and_mul(x)
+        same = (out.view(torch.int16) == want.view(torch.int16)) | (out.isnan() & want.isnan())
+        assert bool(same.all()), f"I={inter}: {int((~same).sum())} values differ from PyTorch's"
+
+
+@pytest.mark.gpu
+def test_silu_and_mul_kernel_layouts_and_graph_replay() -> None:
+    g = torch.Generator().manual_seed(4)
+    base = (torch.randn(4 * 7 * 64 + 1, generator=g) * 4).bfloat16().cuda()
+    cases = {
+        "misaligned view": base[1:].reshape(4 * 7, 64),      # 2-byte offset: the scalar path
+        "3-D": base[:-1].reshape(4, 7, 64),
+        "1-D": base[:64],
+        "non-contiguous": base[:-1].reshape(64, 4 * 7).t(),  # copied to contiguous first
+        "odd rows, I = 40": base[: 13 * 80].reshape(13, 80),
+    }
+    for name, x in cases.items():
+        assert torch.equal(silu_and_mul(x), reference.silu_and_mul(x.contiguous())), name
+    x = base[:-1].reshape(28, 64).clone()
+    out = torch.empty(28, 32, dtype=torch.bfloat16, device="cuda")
+    silu_and_mul(x, out=out)  # compiled and loaded before capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        silu_and_mul(x, out=out)
+    x.copy_((torch.randn(28, 64, generator=g) * 4).bfloat16())
+    out.fill_(float("nan"))
+    graph.replay()
+    assert torch.equal(out, reference.silu_and_mul(x))
+    with pytest.raises(ChordInputError, match="contiguous"):
+        silu_and_mul(x, out=torch.empty(32, 28, dtype=torch.bfloat16, device="cuda").t())
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("rows", "top_k"), [(0, 8), (1, 1), (1, 8), (29, 3)])
 def test_topk_sum_is_fp32_sum_rounded_once(device: str, rows: int, top_k: int) -> None:

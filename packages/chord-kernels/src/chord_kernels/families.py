@@ -32,6 +32,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("grouped", kernels="chord_kernels.grouped", layout="chord_kernels.grouped.layout"),
     Family("dequant", kernels="chord_kernels.ops.dequant"),
     Family("topk", kernels="chord_kernels.ops.topk"),
+    Family("activation", kernels="chord_kernels.ops.activation"),
 )
 
 LAYOUT_MODULES: tuple[str, ...] = ("chord_kernels.packed", *(f.layout for f in FAMILIES if f.layout))

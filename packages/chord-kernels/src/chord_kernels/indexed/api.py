@@ -42,6 +42,7 @@ from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
 from chord_kernels.ops import local_topk_sum, silu_and_mul
 from chord_kernels.ops import topk_sum as topk_sum_op
+from chord_kernels.ops.activation import silu_and_mul_kernel
 from chord_kernels.ops.topk import local_topk_sum_kernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import align_block_size
@@ -414,6 +415,8 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
         fused = _silu_mul_twin(cfg, weight.n) if activation else None
         if fused is not None:
             fused.kernel().prepare(dev, smem=fused.per_cta_budget())
+    if activation:
+        silu_and_mul_kernel().prepare(dev)  # where the decode kernel runs, SiLU-and-mul is a second launch
     if topk_sum:
         local_topk_sum_kernel().prepare(dev)
     reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
