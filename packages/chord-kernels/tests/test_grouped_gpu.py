@@ -4,6 +4,7 @@ masked_m = 0 and = max_m, odd N/K, repeated runs identical, CUDA-graph capture, 
 
 from __future__ import annotations
 
+import dataclasses
 import zlib
 
 import pytest
@@ -110,6 +111,10 @@ def test_masked_in_kernel_routing_is_the_indexed_api(expected_m: int) -> None:
     counts = [expected_m, 0, max_m + 9, -3, min(max_m, expected_m + 13), 1]
     masked_m = torch.tensor(counts, dtype=torch.int32, device="cuda")
     a = torch.randn(g, max_m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    # Rows past a count hold garbage in DeepEP's buffers; the WGMMA kernel loads whole blocks of
+    # rows (tensor copies), so NaN there must stay out of the real rows' results.
+    past = torch.arange(max_m, device="cuda").unsqueeze(0) >= masked_m.clamp(0, max_m).unsqueeze(1)
+    a[past] = float("nan")
     out = torch.full((g, max_m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     grouped.masked(a, w, masked_m, expected_m, out=out)
     block_m = grouped.masked_block_m(w, expected_m)
@@ -120,8 +125,46 @@ def test_masked_in_kernel_routing_is_the_indexed_api(expected_m: int) -> None:
     real = torch.arange(max_m, device="cuda").unsqueeze(0) < masked_m.clamp(0, max_m).unsqueeze(1)
     assert torch.equal(out[real], want.view(g, max_m, n)[real])
     assert not out[real].isnan().any() and out[~real].isnan().all()
-    ref = reference.grouped_masked(a, (packed, scales), masked_m.clamp(0, max_m)).view(g, max_m, n)
+    ref = reference.grouped_masked(a.nan_to_num(), (packed, scales), masked_m.clamp(0, max_m)).view(g, max_m, n)
     assert _rel_err(out[real], ref[real]) <= REL_TOL
+
+
+CONTIGUOUS_TMA = [  # name, experts, N, K, tokens, top_k: the tensor-copy rows of the WGMMA kernel
+    ("ep8_gate_up", 48, 4096, 7168, 3000, 8),  # 64 x 2 items, dynamic schedule
+    ("k_tail", 7, 520, 1056, 700, 2),  # a short last K tile (1056 = 4 x 256 + 32), partial N tile
+    ("k_256", 9, 7168, 256, 900, 3),  # one stage per item, strided schedule
+]
+
+
+@pytest.mark.parametrize("case", CONTIGUOUS_TMA, ids=[c[0] for c in CONTIGUOUS_TMA])
+def test_contiguous_tensor_copies_are_the_gathered_rows(case: tuple) -> None:
+    """The contiguous mode loads each 64-row block with tensor copies (tma_rows): bit for bit the
+    indexed API's row gathers over the same routing blocks, NaN in the padding rows of ``a``
+    staying out of the real rows, padding rows of the output untouched."""
+    name, e, n, k, tokens, top_k = case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
+    packed, scales = _weights(e, n, k, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    w_indexed = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    c = routing.contiguous_layout(_ids(e, tokens, top_k, "uniform", gen), e)
+    a = c.gather(torch.randn(tokens, k, generator=gen, device="cuda").to(torch.bfloat16))
+    real = c.m_indices >= 0
+    a[~real] = float("nan")
+    out = torch.full((a.shape[0], n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    grouped.contiguous(a, w, c.m_indices, out=out)
+    block_m = grouped.contiguous_block_m("sm_90a")
+    want = torch.full_like(out, float("nan"))
+    indexed.gemm(a, w_indexed, *grouped.contiguous_routing(c.m_indices, block_m), block_m=block_m, top_k=1,
+                 out=want)
+    torch.cuda.synchronize()
+    assert torch.equal(out[real], want[real])
+    assert not out[real].isnan().any() and out[~real].isnan().all()
+    ref = reference.grouped_contiguous(a.nan_to_num(), (packed, scales), c.m_indices)
+    assert _rel_err(out[real], ref[real]) <= REL_TOL
+    with pytest.raises(ChordInputError, match="loads each routing block as consecutive rows of a"):
+        plan = indexed.plan(w_indexed, block_m=block_m, capacity=a.shape[0] // block_m)
+        indexed.gemm(a, w_indexed, *grouped.contiguous_routing(c.m_indices, block_m), block_m=block_m, top_k=1,
+                     config=dataclasses.replace(plan.config, tma_rows=True))
 
 
 @pytest.mark.parametrize("expected_m", (6, 43, 200))

@@ -5,6 +5,7 @@ Needs nvcc (skipped without it), not a GPU: Blackwell (sm_100a, sm_103a) is comp
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 
@@ -29,6 +30,9 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
     configs = default_configs(arch)
     # The opt-in top-k-sum twins of the Kimi down GEMMs' WGMMA configurations.
     configs += [c.topk_sum_twin(7168) for c in configs if isinstance(c, WgmmaConfig) and c.topk_sum_twin(7168)]
+    # The grouped modes' tensor-copy twins (one of each item shape: their producers differ).
+    configs += [dataclasses.replace(c, tma_rows=True) for c in configs
+                if isinstance(c, WgmmaConfig) and c.block_m in (16, 24, 32, 64, 80) and not c.topk_sum]
     for cfg in configs:
         kernel = CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
                             flags=("-Xptxas", "-v"))

@@ -209,13 +209,18 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError, match="silu_mul"):
         WgmmaConfig(block_m=64, mt=1, silu_mul=True)  # the gate and up tiles of a warpgroup
     fused = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, silu_mul=True)
-    assert fused.template_args().endswith(", true, true, false, false") and fused.fits_silu_mul(4096)
+    assert fused.template_args().endswith(", true, true, false, false, false") and fused.fits_silu_mul(4096)
     assert not fused.fits_silu_mul(264) and fused.ntiles(4096) == ring.ntiles(4096)
-    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false, false")
+    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false, false, false")
     # The top-k-sum twin: the same tiles plus each row's local-slot mask per stage and per epilogue.
     summed = ring.topk_sum_twin(7168)
     assert summed == WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, topk_sum=True)
-    assert summed.template_args().endswith(", true, false, true, false")
+    assert summed.template_args().endswith(", true, false, true, false, false")
+    rows = WgmmaConfig(block_m=64, mt=2, items=2, stages=2, tma_rows=True)  # the grouped modes' loads
+    assert rows.template_args().endswith(", false, false, false, false, true")
+    assert rows.smem_bytes(0) == dataclasses.replace(rows, tma_rows=False).smem_bytes(0)
+    with pytest.raises(ChordInputError, match="tma_rows"):
+        WgmmaConfig(block_m=8, bk=256, items=9, tma_rows=True)  # 36 tensor copies per stage
     assert summed.smem_bytes(0) == ring.smem_bytes(0) + 3 * 4 * 168 + 2 * 4 * 168
     assert ring.topk_sum_twin(7164) is None and fused.topk_sum_twin(7168) is None
     for bm in (32, 40, 48, 56, 64):

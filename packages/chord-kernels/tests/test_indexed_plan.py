@@ -20,6 +20,7 @@ from chord_kernels.indexed.workspace import (
     new_workspace,
 )
 from chord_kernels.jit import ArgStruct, Field
+from chord_kernels.jit.args import TMA_DESCRIPTOR
 
 SMS = 132
 KIMI = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256)]
@@ -161,12 +162,16 @@ def test_no_launch_puts_partials_where_another_keeps_counters() -> None:
 def test_arguments_are_one_field_list() -> None:
     fields = [f.name for f in ARGS.fields]
     source = prelude()
-    positions = [source.index(f"  {f.ctype} {f.name};") for f in ARGS.fields]
+    positions = [source.index(f"  {f.member()}") for f in ARGS.fields]
     assert positions == sorted(positions)
-    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 15 * 8 + 12 * 4
+    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 16 * 8 + 12 * 4
     entry = indexed.DecodeConfig(block_m=8).source()
     assert "const int32_t* __restrict__ tiles," in entry and "__nv_bfloat16* out," in entry
-    assert "const chord::indexed::Args args{" + ", ".join(fields) + "};" in entry
+    # The tensor map travels as a parameter of its own; the struct holds its address.
+    assert "const __grid_constant__ chord::TmaDescriptor a_rows," in entry
+    assert "const chord::TmaDescriptor* a_rows;" in source and "struct alignas(64) TmaDescriptor" in source
+    values = ["&a_rows" if f == "a_rows" else f for f in fields]
+    assert "const chord::indexed::Args args{" + ", ".join(values) + "};" in entry
 
 
 def test_argument_packing_checks_every_value() -> None:
@@ -192,6 +197,13 @@ def test_argument_packing_checks_every_value() -> None:
         demo.pack(cpu, p=1.5, n=1, x=0.0, u=0)
     with pytest.raises(ChordInputError, match="only pointers"):
         Field("n", "int", restrict=True)
+    maps = ArgStruct("Maps", "chord::test", [Field("m", TMA_DESCRIPTOR), Field("n", "int")])
+    assert maps.size == 16  # the device struct holds the descriptor's address
+    blob = bytes(range(128))
+    assert bytes(maps.pack(cpu, m=blob, n=1).m) == blob
+    assert bytes(maps.pack(cpu, m=None, n=1).m) == bytes(128)  # zeros for a kernel that never reads it
+    with pytest.raises(ChordInputError, match="Maps.m: expected the 128 bytes of a tensor map"):
+        maps.pack(cpu, m=blob[:64], n=1)
     with pytest.raises(ChordInputError, match="unsupported C\\+\\+ type"):
         Field("h", "half")
 

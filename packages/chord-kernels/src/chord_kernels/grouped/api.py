@@ -13,6 +13,7 @@ family's record) and each entry point refuses the other mode's weight.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import torch
@@ -23,9 +24,10 @@ from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.api import MaskedRows, Routing, check_activation, check_weight, run_gemm
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
-from chord_kernels.indexed.heuristics import PREFILL_BLOCK, choose_block_m
-from chord_kernels.indexed.planner import KIMI_SHAPES, configs_for
+from chord_kernels.indexed.heuristics import PREFILL_BLOCK, WGMMA_BLOCK_MS, choose_block_m
+from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
+from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.jit import CudaKernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
@@ -128,7 +130,7 @@ def contiguous(
         return out
     block_m = contiguous_block_m(hardware.arch(device.index))
     return run_gemm(a, weight, contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
-                    out=out, workspace=workspace, activation=activation)
+                    out=out, workspace=workspace, activation=activation, block_rows=True)
 
 
 def _width(weight: PackedWeight, activation: str | None) -> int:
@@ -196,12 +198,23 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
         block_m = masked_block_m(weight, expected_m)
     else:
         block_m = contiguous_block_m(hardware.arch(dev.index))
-    prepare_indexed(weight, block_m, dev, activation=activation)
+    prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True)
 
 
 @functools.cache
 def kernels(arch: str) -> list[CudaKernel]:
-    """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode (the
-    masked mode's block sizes are the indexed family's, compiled by its hook)."""
-    block_m = contiguous_block_m(arch)
-    return list(dict.fromkeys(cfg.kernel() for n, k in KIMI_SHAPES for cfg in configs_for(n, k, block_m, arch)))
+    """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode and, at
+    every block size, in masked mode (with their fused SiLU-and-mul twins)."""
+    wgmma = arch == WGMMA_ARCH
+    found: dict[CudaKernel, None] = {}
+    for block_m in dict.fromkeys((contiguous_block_m(arch), *((16, *WGMMA_BLOCK_MS) if wgmma else ()))):
+        for n, k in KIMI_SHAPES:
+            for planned in configs_for(n, k, block_m, arch):
+                if not isinstance(planned, WgmmaConfig):  # the decode kernel gathers rows in every mode
+                    found[planned.kernel()] = None
+                    continue
+                cfg = dataclasses.replace(planned, tma_rows=True)
+                found[cfg.kernel()] = None
+                if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
+                    found[dataclasses.replace(cfg, silu_mul=True).kernel()] = None
+    return list(found)

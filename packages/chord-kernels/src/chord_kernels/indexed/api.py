@@ -40,6 +40,7 @@ from chord_kernels.indexed.planner import (
 )
 from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
+from chord_kernels.jit.tma import rows_descriptor
 from chord_kernels.ops import local_topk_sum, silu_and_mul
 from chord_kernels.ops import topk_sum as topk_sum_op
 from chord_kernels.ops.activation import silu_and_mul_kernel
@@ -322,10 +323,13 @@ def run_gemm(
     activation: str | None = None,
     zero_nonlocal: bool = True,
     topk_sum: _TopkSum | None = None,
+    block_rows: bool = False,
 ) -> torch.Tensor:
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
     the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
-    launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch)."""
+    launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch). ``block_rows``
+    (implied by :class:`MaskedRows`): routing block ``b``'s rows are rows ``b * block_m`` on of
+    ``a`` (the contiguous layout), so the WGMMA kernel loads them with tensor copies."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
@@ -341,6 +345,10 @@ def run_gemm(
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
     check_activation(activation, weight, topk_weights, config)
+    block_rows = block_rows or isinstance(route, MaskedRows)
+    if isinstance(config, WgmmaConfig) and config.tma_rows and not block_rows:
+        raise ChordInputError(f"config: {config} loads each routing block as consecutive rows of a; expected "
+                              "the grouped modes' routing (chord_kernels.grouped)")
     if isinstance(config, WgmmaConfig) and config.topk_sum and (topk_sum is None or weight.n % 8):
         raise ChordInputError(f"config: {config} sums the top-k; expected gemm_topk_sum and N a multiple of 8, "
                               f"got N={weight.n}")
@@ -372,6 +380,11 @@ def run_gemm(
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
         else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
             target = torch.empty(num_slots, weight.n, dtype=torch.bfloat16, device=device)
+    if block_rows:
+        twin = _tma_rows_twin(launch.config)
+        if twin is not launch.config:
+            launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
+    a_rows = rows_descriptor(a, block_m) if isinstance(launch.config, WgmmaConfig) and launch.config.tma_rows else None
     in_epilogue = topk_sum is not None and isinstance(launch.config, WgmmaConfig) and launch.config.topk_sum
     reduce = topk_sum.epilogue_args(weight.n, device) if in_epilogue else _NO_SUM
     if topk_sum is not None:
@@ -379,7 +392,7 @@ def run_gemm(
     stream = torch.cuda.current_stream(device)
     workspace = _launch_workspace(launch, weight, device, stream, workspace)  # alive until launched
     args = ARGS.pack(
-        device, tiles=tiles, a=a, out=target, **routing_args, topk_weights=weights_flat, **launch.workspace.bind(workspace),
+        device, tiles=tiles, a=a, a_rows=a_rows, out=target, **routing_args, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
         num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal), **reduce,
     )
@@ -398,19 +411,30 @@ def _silu_mul_twin(config: KernelConfig, n: int) -> WgmmaConfig | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
+    """The configuration loading whole routing blocks with tensor copies where ``config`` is a
+    WGMMA one (the decode kernel gathers rows whatever their order: ``config`` itself)."""
+    if isinstance(config, WgmmaConfig):
+        return dataclasses.replace(config, tma_rows=True)
+    return config
+
+
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None, *,
-            activation: str | None = None, topk_sum: bool = False) -> None:
+            activation: str | None = None, topk_sum: bool = False, block_rows: bool = False) -> None:
     """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m`` (with
-    ``activation``, those that fuse it; with ``topk_sum``, the sum of :func:`gemm_topk_sum`), and
-    allocate the default workspace of ``device``'s current stream. Call it before CUDA-graph
-    capture, on the stream that will capture (or pass ``workspace=`` to ``gemm``)."""
+    ``activation``, those that fuse it; with ``topk_sum``, the sum of :func:`gemm_topk_sum`; with
+    ``block_rows``, those of the grouped modes' routing, see :func:`run_gemm`), and allocate the
+    default workspace of ``device``'s current stream. Call it before CUDA-graph capture, on the
+    stream that will capture (or pass ``workspace=`` to ``gemm``)."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
     check_block_m(block_m, arch)
     check_activation(activation, weight, None, None)
-    for cfg in configs_for(weight.n, weight.k, block_m, arch):
+    for planned in configs_for(weight.n, weight.k, block_m, arch):
+        cfg = _tma_rows_twin(planned) if block_rows else planned
         cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
         fused = _silu_mul_twin(cfg, weight.n) if activation else None
         if fused is not None:

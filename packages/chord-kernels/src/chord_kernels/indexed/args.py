@@ -18,10 +18,12 @@ from chord_kernels.indexed.layout import (
     TILE_ROWS,
 )
 from chord_kernels.jit import ArgStruct, Field
+from chord_kernels.jit.args import TMA_DESCRIPTOR
 
 ARGS = ArgStruct("Args", "chord::indexed", [
     Field("tiles", "const int32_t*", "[E, N16 * K/32, 72] packed atoms in 64 x 256 tiles", restrict=True),
     Field("a", "const __nv_bfloat16*", "[rows, K] activations (slot t reads row t / top_k)", restrict=True),
+    Field("a_rows", TMA_DESCRIPTOR, "tensor map of a in boxes of block_m rows x 64 K (tma_rows kernels), else zeros"),
     Field("out", "__nv_bfloat16*", "[num_slots, N]"),
     Field("sorted_token_ids", "const int32_t*", "[num_blocks * block_m] (at least the used part)", restrict=True),
     Field("expert_ids", "const int32_t*", "[num_blocks]", restrict=True),

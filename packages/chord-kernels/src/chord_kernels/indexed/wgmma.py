@@ -49,7 +49,9 @@ class WgmmaConfig:
     multiple of 64) and the output ``silu(gate) * up`` (``[slots, I]``); ``topk_sum``: the output is
     also summed over each token's local slots into ``[tokens, N]`` (N a multiple of 8); ``dynamic``:
     a CTA takes its items after the first from a global counter in the workspace (else every
-    grid-th item)."""
+    grid-th item); ``tma_rows``: each routing block's rows are consecutive rows of ``a`` (the
+    grouped modes), loaded with one tensor copy per block and 64-K slice (the launch passes the
+    tensor map of ``a``, :func:`rows_descriptor`) instead of gathered row by row."""
 
     block_m: int
     mt: int = 1
@@ -61,6 +63,7 @@ class WgmmaConfig:
     silu_mul: bool = False
     topk_sum: bool = False
     dynamic: bool = False
+    tma_rows: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -79,6 +82,8 @@ class WgmmaConfig:
         if self.silu_mul and self.topk_sum:
             raise ChordInputError(f"silu_mul and topk_sum: SiLU-and-mul belongs to gate_up, the top-k sum to "
                                   f"down, got {self}")
+        if self.tma_rows and self.items * (self.bk // 64) > 32:
+            raise ChordInputError(f"tma_rows: expected items * bk / 64 <= 32 tensor copies per stage, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -148,7 +153,8 @@ class WgmmaConfig:
         return WorkspaceLayout(counters=2 if self.dynamic else 0)
 
     def template_args(self) -> str:
-        flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic))
+        flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
+                                                   self.tma_rows))
         return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}"
 
     def source(self) -> str:

@@ -14,6 +14,11 @@ takes the fields as separate parameters rather than the struct as one ``__grid_c
 parameter because only separate ``__restrict__`` parameters keep their no-alias guarantee
 through inlining: the struct parameter changed the register count of most decode
 configurations (docs/architecture.md).
+
+A field of type :data:`TMA_DESCRIPTOR` (a ``CUtensorMap``, :mod:`chord_kernels.jit.tma`) is
+passed by value as a ``__grid_constant__`` parameter, and the struct holds its address: the
+tensor-memory accelerator reads descriptors from parameter, constant or global memory only, never
+from a copy in registers.
 """
 
 from __future__ import annotations
@@ -32,13 +37,23 @@ _SCALARS: dict[str, tuple[type[ctypes._SimpleCData], int, int]] = {
     "uint32_t": (ctypes.c_uint32, 0, (1 << 32) - 1),
     "int64_t": (ctypes.c_int64, -(1 << 63), (1 << 63) - 1),
 }
+TMA_DESCRIPTOR = "chord::TmaDescriptor"
+"""C++ type of a tensor-map field: the 128 opaque bytes of a ``CUtensorMap``, 64-byte aligned."""
+TMA_DESCRIPTOR_BYTES = 128
+_TMA_DESCRIPTOR_CPP = (
+    "#ifndef CHORD_TMA_DESCRIPTOR\n#define CHORD_TMA_DESCRIPTOR 1\n"
+    "namespace chord {\nstruct alignas(64) TmaDescriptor {  // a CUtensorMap (cuTensorMapEncodeTiled)\n"
+    "  unsigned long long opaque[16];\n};\n}  // namespace chord\n#endif"
+)
+HostDescriptor = ctypes.c_uint64 * (TMA_DESCRIPTOR_BYTES // 8)
 
 
 @dataclass(frozen=True)
 class Field:
     """One argument: its name, its C++ type (a pointer ``T*``, ``int``, ``int32_t``, ``uint32_t``,
-    ``int64_t`` or ``float``), what it holds (emitted as the C++ comment), and whether the
-    kernel may assume no other argument aliases it (``__restrict__``, pointers only)."""
+    ``int64_t``, ``float`` or :data:`TMA_DESCRIPTOR`), what it holds (emitted as the C++ comment),
+    and whether the kernel may assume no other argument aliases it (``__restrict__``, pointers
+    only)."""
 
     name: str
     ctype: str
@@ -54,7 +69,13 @@ class Field:
     def is_pointer(self) -> bool:
         return self.ctype.endswith("*")
 
-    def host_type(self) -> type[ctypes._SimpleCData]:
+    @property
+    def is_descriptor(self) -> bool:
+        return self.ctype == TMA_DESCRIPTOR
+
+    def host_type(self) -> type[ctypes._SimpleCData] | type[ctypes.Array]:
+        if self.is_descriptor:
+            return HostDescriptor
         if self.is_pointer:
             return ctypes.c_void_p
         if self.ctype == "float":
@@ -64,7 +85,17 @@ class Field:
         return _SCALARS[self.ctype][0]
 
     def parameter(self) -> str:
+        if self.is_descriptor:
+            return f"const __grid_constant__ {self.ctype} {self.name}"
         return f"{self.ctype} __restrict__ {self.name}" if self.restrict else f"{self.ctype} {self.name}"
+
+    def member(self) -> str:
+        """The struct member's declaration (a descriptor's address, the others as they are)."""
+        return f"const {self.ctype}* {self.name};" if self.is_descriptor else f"{self.ctype} {self.name};"
+
+    def value(self) -> str:
+        """What the entry puts in the struct member: the parameter, or a descriptor's address."""
+        return f"&{self.name}" if self.is_descriptor else self.name
 
 
 class ArgStruct:
@@ -78,12 +109,16 @@ class ArgStruct:
         self.namespace = namespace
         self.fields = tuple(fields)
         self._host = type(name, (ctypes.Structure,), {"_fields_": [(f.name, f.host_type()) for f in fields]})
+        # The device struct: descriptors travel as parameters of their own and are held by address.
+        self._device = type(name, (ctypes.Structure,), {"_fields_": [
+            (f.name, ctypes.c_void_p if f.is_descriptor else f.host_type()) for f in fields]})
         self._by_name = {f.name: f for f in fields}
 
     @property
     def size(self) -> int:
-        """Bytes of the struct on the host (and, checked at compile time, on the device)."""
-        return ctypes.sizeof(self._host)
+        """Bytes of the struct on the device (checked at compile time): the host's value, with
+        each descriptor's address in place of its bytes."""
+        return ctypes.sizeof(self._device)
 
     @property
     def qualified_name(self) -> str:
@@ -91,13 +126,14 @@ class ArgStruct:
 
     def cpp(self) -> str:
         """The C++ definition, and a check that it has the size of the host struct."""
-        width = max(len(f"{f.ctype} {f.name};") for f in self.fields)
+        width = max(len(f.member()) for f in self.fields)
         members = []
         for f in self.fields:
-            decl = f"{f.ctype} {f.name};"
+            decl = f.member()
             members.append(f"  {decl:<{width}}  // {f.doc}" if f.doc else f"  {decl}")
+        types = [_TMA_DESCRIPTOR_CPP] if any(f.is_descriptor for f in self.fields) else []
         return "\n".join([
-            f"namespace {self.namespace} {{", f"struct {self.name} {{", *members, "};",
+            *types, f"namespace {self.namespace} {{", f"struct {self.name} {{", *members, "};",
             f"}}  // namespace {self.namespace}",
             f'static_assert(sizeof({self.qualified_name}) == {self.size}, "host and device argument structs differ");',
         ])
@@ -106,21 +142,29 @@ class ArgStruct:
         """An ``extern "C"`` kernel ``name`` taking the fields as parameters; it runs ``call``
         (C++ that uses ``args``, e.g. ``chord::indexed::decode_kernel<Cfg>(args);``)."""
         params = ",\n    ".join(f.parameter() for f in self.fields)
-        values = ", ".join(f.name for f in self.fields)
+        values = ", ".join(f.value() for f in self.fields)
         return (f'extern "C" __global__ void __launch_bounds__({launch_bounds}) {name}(\n    {params}) {{\n'
                 f"  const {self.qualified_name} args{{{values}}};\n  {call}\n}}\n")
 
     def pack(self, device: torch.device, **values: torch.Tensor | int | float | None) -> ctypes.Structure:
         """The host value. Every field must be given: a pointer as a tensor on ``device`` (or None
         for null, or an ``int`` device address the caller vouches for, e.g. into a workspace it
-        checked), a number within its C type's range."""
+        checked), a number within its C type's range, a descriptor as its 128 bytes (None: zeros,
+        for a kernel that does not read it)."""
         if values.keys() != self._by_name.keys():
             missing = [f.name for f in self.fields if f.name not in values]
             raise ChordInputError(f"{self.name}: missing fields {missing}, unknown fields "
                                   f"{sorted(set(values) - set(self._by_name))}")
         return self._host(*[self._host_value(f, values[f.name], device) for f in self.fields])
 
-    def _host_value(self, field: Field, value: object, device: torch.device) -> int | float:
+    def _host_value(self, field: Field, value: object, device: torch.device) -> int | float | ctypes.Array:
+        if field.is_descriptor:
+            if value is None:
+                return HostDescriptor()
+            if isinstance(value, bytes) and len(value) == TMA_DESCRIPTOR_BYTES:
+                return HostDescriptor.from_buffer_copy(value)
+            raise ChordInputError(f"{self.name}.{field.name}: expected the {TMA_DESCRIPTOR_BYTES} bytes of a tensor "
+                                  f"map (chord_kernels.jit.tma) or None, got {type(value).__name__}")
         if field.is_pointer:
             if value is None:
                 return 0

@@ -1,5 +1,5 @@
-// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers, stmatrix and
-// 1-D bulk async copies with L2 cache hints. sm_90a and newer (sm_100a, sm_103a).
+// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers, stmatrix, 1-D bulk
+// and 2-D tensor async copies with L2 cache hints. sm_90a and newer (sm_100a, sm_103a).
 #pragma once
 
 #include <cstdint>
@@ -98,6 +98,18 @@ __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uin
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
       " [%0], [%1], %2, [%3], %4;" ::"r"(dst),
       "l"(src), "r"(bytes), "r"(bar), "l"(policy)
+      : "memory");
+}
+
+// ---- 2-D tensor async copy global -> shared (a tensor map) --------------------------------------
+// The box at element coordinates (x: innermost, y) of the tensor map at generic address `map`
+// (a __grid_constant__ parameter); its bytes, out-of-bounds elements included, count on `bar`.
+__device__ __forceinline__ void tensor_copy_2d_g2s(uint32_t dst, const void* map, int x, int y, uint32_t bar,
+                                                   uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(bar), "l"(policy)
       : "memory");
 }
 

@@ -45,4 +45,13 @@ __device__ __forceinline__ int block_slot(const Args& args, int b, int row, int 
   return r < masked_rows(args, g) ? g * args.max_m + r : args.num_slots;
 }
 
+// Row of `a` holding routing block b's first row where a block's rows are consecutive rows of `a`
+// (the grouped modes: contiguous, block b is rows b * block_m on; masked, group g's block j is rows
+// g * max_m + j * block_m on).
+__device__ __forceinline__ int block_first_row(const Args& args, int b, int block_m) {
+  if (args.masked_m == nullptr) return b * block_m;
+  const int g = b / args.group_blocks;
+  return g * args.max_m + (b - g * args.group_blocks) * block_m;
+}
+
 }  // namespace chord::indexed

@@ -12,7 +12,9 @@
 // Roles (one CTA per SM, persistent over items):
 // * one producer warpgroup fills a kStages ring: the packed atoms of the tile with 1-D bulk copies
 //   (contiguous runs, L2 evict-first) and the tokens' activation rows with 16-byte cp.async into
-//   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments); an item's
+//   128-byte-swizzled K-major tiles (natural K order, as the layout's A fragments) or, where each
+//   routing block's rows are consecutive rows of `a` (kTmaRows: the grouped modes), with one 2-D
+//   tensor copy per block and 64-K slice, which the copy engine swizzles; an item's
 //   slots, rows and top-k weights are read once, into its first stage's header and the
 //   producer's row buffer;
 // * kConsumers warpgroups each own kMT 64-channel tiles of the CTA's N tile: per K group of 32 (per
@@ -48,9 +50,12 @@ namespace chord::indexed {
 // weight is [gate | up] (N = 2I, I a multiple of 64) and the output silu(gate) * up ([slots, I]);
 // with kTopkSum the output is also summed over each token's local slots into args.reduced
 // ([tokens, N], N a multiple of 8; see topk_arrive_and_reduce); with kDynamic a CTA takes its
-// items after the first from a global counter (wgmma_producer) instead of every gridDim-th.
+// items after the first from a global counter (wgmma_producer) instead of every gridDim-th; with
+// kTmaRows routing block b's rows are rows block_first_row(b) on of `a`, loaded through the tensor
+// map args.a_rows (boxes of kBM rows x 64 K) whatever sorted_token_ids says (a padding row is
+// loaded, never stored).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
-          bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false>
+          bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -63,6 +68,7 @@ struct WgmmaConfig {
   static constexpr bool kSiluMul = kSiluMul_;
   static constexpr bool kTopkSum = kTopkSum_;
   static constexpr bool kDynamic = kDynamic_;  // items from a global counter (args.counters)
+  static constexpr bool kTmaRows = kTmaRows_;  // activation rows by tensor copies (args.a_rows)
   static_assert(!(kSiluMul && kTopkSum), "SiLU-and-mul belongs to gate_up, the top-k sum to down");
   static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
@@ -95,6 +101,7 @@ struct WgmmaConfig {
   }
   static constexpr int kGroups = kBK / kAtomK;              // scale groups (32 K) per stage
   static constexpr int kSubtiles = kBK / 64;                // 64-K swizzled activation tiles per stage
+  static_assert(!kTmaRows || kItems * kSubtiles <= 32, "one producer lane per tensor copy of a stage");
   static constexpr int kRowsPerLane = (kTile + 31) / 32;
   static constexpr int kActTileBytes = kTile * 128;         // one 64-K tile of kTile token rows
   static constexpr int kStageActBytes = kSubtiles * kActTileBytes;
@@ -134,9 +141,9 @@ struct WgmmaConfig {
   static constexpr int kRowsOffset = kEpiOffset + kConsumers * kEpiBytes;
   static constexpr int kListOffset = kRowsOffset + 2 * kTile * 4;
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
-  // Arrivals completing a full barrier: every producer thread's cp.async completion, plus the
-  // header writer's arrive (which also announces the bulk-copy bytes).
-  static constexpr int kFullArrivals = 128 + 1;
+  // Arrivals completing a full barrier: every producer thread's cp.async completion (none with
+  // kTmaRows), plus the header writer's arrive (which also announces the bulk-copy bytes).
+  static constexpr int kFullArrivals = (kTmaRows ? 0 : 128) + 1;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
   // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
   // ptxas's cap at one CTA per SM): 72 x 128 + 216 x 256 = 168 x 384. An increase beyond the pool
@@ -267,6 +274,10 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
       const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
       const uint32_t full = full0 + stage * 8;
+      const int k0 = kc * Cfg::kBK;
+      // kTmaRows: the stage's tensor copies, one per routing block and 64-K slice inside K.
+      const int act_subs = min(Cfg::kSubtiles, (args.k - k0 + 63) / 64);
+      const uint32_t act_bytes = (Cfg::kTmaRows && !done) ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128) : 0u;
       ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
       Header& h = headers[stage];
       if (kc == 0) {
@@ -320,7 +331,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         if constexpr (Cfg::kWeightRing) {
           // The stage holds activations only; an even stage also starts the next 256-K weight tile
           // (every 64-channel block's atoms of it in one bulk copy) in the weight ring.
-          if (lane == 0) ptx::mbarrier_arrive(full);
+          if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, act_bytes);
           if (!done && kc % 2 == 0) {
             const uint32_t wfull = wfull0 + wslot * 8;
             ptx::mbarrier_wait(wempty0 + wslot * 8, wphase ^ 1);
@@ -349,7 +360,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           }
         } else {
           // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
-          uint32_t bytes = 0;
+          uint32_t bytes = act_bytes;
           constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
 #pragma unroll
           for (int b = 0; b < Cfg::kBlocks; ++b) {
@@ -384,11 +395,19 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           }
         }
       }
-      if (!done) {
+      if (Cfg::kTmaRows && !done) {
+        // Activations: warp 1's lane j * kSubtiles + sub copies 64-K slice sub of the item's block j
+        // (kBM consecutive rows of a) to its rows of the stage's slice tile (a multiple of 1024 bytes
+        // from the tile's start, so the copy engine's swizzle is the tile's).
+        const int j = lane / Cfg::kSubtiles, sub = lane % Cfg::kSubtiles;
+        if (pw == 1 && j < nsub && sub < act_subs) {
+          ptx::tensor_copy_2d_g2s(dst + sub * Cfg::kActTileBytes + j * Cfg::kBM * 128, args.a_rows, k0 + sub * 64,
+                                  block_first_row(args, block + j, Cfg::kBM), full, ptx::policy_evict_last());
+        }
+      } else if (!done) {
         // Activations, in natural K order (the layout's A fragments are): warp pw copies rows
         // 4 (pw + 4 i) + lane / 8, lane % 8 being the 16-byte chunk of each 64-K slice, into the
         // 128-byte-swizzled K-major tiles of the stage.
-        const int k0 = kc * Cfg::kBK;
         const int chunk = lane % 8;
         const uint64_t act_policy = ptx::policy_evict_last();
         const auto copy_row = [&](int row, int a_row) {
@@ -412,7 +431,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           }
         }
       }
-      cp_async_arrive_noinc(full);
+      if constexpr (!Cfg::kTmaRows) cp_async_arrive_noinc(full);
       if (++stage == Cfg::kStages) {
         stage = 0;
         phase ^= 1;
