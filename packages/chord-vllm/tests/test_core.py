@@ -307,7 +307,7 @@ BATCHED_MAX_M = 32
 @pytest.fixture(scope="module")
 def kimi_ep8():
     w13, w2, p13, p2, *_ = _kimi("ep8")
-    core.prepare(p13, p2, torch.device("cuda"))
+    core.prepare(p13, p2, torch.device("cuda"), batched=True)
     return w13, w2, p13, p2
 
 

@@ -263,9 +263,10 @@ def moe_batched(
     return out
 
 
-def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device) -> None:
-    """Compile and load every kernel :func:`moe_standard` or :func:`moe_batched` may launch for
-    these weights and allocate Chord's per-device scratch, outside any CUDA-graph capture."""
+def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device, *, batched: bool = False) -> None:
+    """Compile and load every kernel :func:`moe_standard` (or, ``batched``, :func:`moe_batched`,
+    whose WGMMA kernels load each routing block's rows with tensor copies) may launch for these
+    weights and allocate Chord's per-device scratch, outside any CUDA-graph capture."""
     for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
-        indexed.prepare(w13, block_m, device, activation="silu")
-        indexed.prepare(w2, block_m, device)
+        indexed.prepare(w13, block_m, device, activation="silu", block_rows=batched)
+        indexed.prepare(w2, block_m, device, block_rows=batched)

@@ -158,7 +158,7 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         experts = self._experts(prepare_finalize)
         device = self.w13.tensors["tiles"].device
         if device.type == "cuda":  # compile and warm before graph capture
-            core.prepare(self.w13, self.w2, device)
+            core.prepare(self.w13, self.w2, device, batched=isinstance(experts, ChordBatchedExperts))
         self.moe_kernel = mk.FusedMoEKernel(prepare_finalize, experts)
         _compat.log_once(logging.INFO, f"Chord serves the routed experts of {self.prefix} "
                                        f"({self.w13.num_experts} local experts, profile {self.profile}, "
