@@ -9,7 +9,7 @@ import torch
 
 from chord_bench import report, runner, timing
 from chord_bench import scenarios as S
-from chord_bench.impls import Bf16CeilingImpl, ChordIndexedImpl, ReferenceImpl
+from chord_bench.impls import Bf16CeilingImpl, ChordGroupedImpl, ChordIndexedImpl, ReferenceImpl
 
 
 @pytest.mark.gpu
@@ -97,6 +97,20 @@ def test_runner_small_scenarios(tmp_path):
         assert ("indexed API over the" in chord.config) == (s.family != "indexed")
     files = report.write_all(result, tmp_path)
     assert (tmp_path / "results.json").exists() and "side_by_side_uniform" in files
+
+
+@pytest.mark.gpu
+def test_chord_grouped_routes_expert_parallel_rows_contiguously():
+    """chord-grouped on an EP indexed scenario: rows routed into 128-row segments outside the
+    timed call, the down GEMM's top-k weights applied after it; both GEMMs pass the harness check."""
+    from chord_bench.problems import WeightCache, scenario_problems
+
+    _, problems = scenario_problems(_small("ep8_tok16"), "uniform", 0, WeightCache(0, torch.device("cuda")))
+    impl = ChordGroupedImpl()
+    for problem in problems:
+        cand = impl.candidate(problem)
+        assert "routed contiguously" in cand.config
+        assert cand.check(problem) is None, problem.name
 
 
 @pytest.mark.gpu

@@ -8,6 +8,7 @@ from _problems import CPU, SIDS, problems_for, small
 
 from chord_bench.impls import (
     Bf16CeilingImpl,
+    ChordGroupedImpl,
     ChordIndexedImpl,
     ReferenceImpl,
     builtin_implementations,
@@ -122,6 +123,13 @@ def test_chord_indexed_runs_every_family():
     assert impl.unavailable() is None and impl.role == "chord"
     for sid in SIDS:
         assert impl.unsupported(problems_for(sid)[0]) is None
+
+
+def test_chord_grouped_runs_grouped_and_expert_parallel_scenarios():
+    impl = ChordGroupedImpl()
+    for sid in SIDS:  # TP indexed routing is not grouped by vLLM either
+        reason = impl.unsupported(problems_for(sid)[0])
+        assert (reason is None) == (sid != "tp8_1024"), (sid, reason)
 
 
 def test_describe_config_lists_dataclass_fields():

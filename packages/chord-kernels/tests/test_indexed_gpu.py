@@ -170,6 +170,59 @@ def test_fused_moe_matches_reference(mapped: bool) -> None:
     assert _rel_err(out, ref) <= REL_TOL
 
 
+ROUTING_ORDER = [  # name, local experts, global experts, H, I, tokens, top_k
+    ("tok_e_40", 8, 8, 1024, 256, 160, 2),  # 56-token blocks
+    ("tok_e_100_mapped", 8, 16, 1024, 256, 800, 2),  # 64 x 2 items, expert_map
+    ("tok_e_130", 8, 8, 1024, 256, 520, 2),  # 24 x 7 items, the weight ring
+]
+
+
+@pytest.mark.parametrize("case", ROUTING_ORDER, ids=[c[0] for c in ROUTING_ORDER])
+def test_moe_experts_in_routing_order_is_the_slot_order_layer(case: tuple) -> None:
+    """At WGMMA block sizes moe_experts writes gate_up's rows in routing order and loads them in
+    blocks with tensor copies: bit for bit the layer through slot order (gemm + gemm_topk_sum),
+    and gemm(out_position=True) puts slot sorted_token_ids[i]'s row at row i, padding untouched."""
+    name, e_local, e_global, hidden_size, inter, m, top_k = case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
+    w13, w2 = _weights(e_local, 2 * inter, hidden_size, gen), _weights(e_local, hidden_size, inter, gen)
+    p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
+    p2 = chord_kernels.pack("indexed", *w2, profile="h200_ep8")
+    hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
+    ids = torch.rand(m, e_global, generator=gen, device="cuda").argsort(dim=1)[:, :top_k].to(torch.int32)
+    weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    expert_map = None
+    if e_global != e_local:
+        expert_map = torch.full((e_global,), -1, dtype=torch.int32, device="cuda")
+        expert_map[torch.arange(0, e_global, 2, device="cuda")] = torch.arange(e_local, dtype=torch.int32,
+                                                                               device="cuda")
+    local_slots = m * top_k * e_local // e_global
+    block_m = min(indexed.choose_block_m(p13, local_slots), indexed.choose_block_m(p2, local_slots))
+    assert block_m >= 24  # the WGMMA kernel for both GEMMs
+    r = align_block_size(ids, block_m, e_global, expert_map)
+    route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    got = indexed.moe_experts(hidden, p13, p2, route, weights, ids, block_m=block_m, expert_map=expert_map)
+    act = gemm(hidden, p13, *route, block_m=block_m, top_k=top_k, activation="silu", zero_nonlocal=False)
+    want = indexed.gemm_topk_sum(act, p2, *route, weights, ids, block_m=block_m, expert_map=expert_map)
+    assert torch.equal(got, want)
+    ref = reference.moe_layer(hidden, w13, w2, weights, ids, global_num_experts=e_global, expert_map=expert_map)
+    assert _rel_err(got, ref) <= REL_TOL
+    # The gate_up output in routing order: real entries of local blocks hold their slot's row.
+    rows = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, block_m) * block_m
+    ordered = torch.full((rows, inter), float("nan"), dtype=torch.bfloat16, device="cuda")
+    gemm(hidden, p13, *route, block_m=block_m, top_k=top_k, activation="silu", zero_nonlocal=False, out=ordered,
+         out_position=True)
+    entries = r.sorted_token_ids[:rows].long()
+    local = (r.expert_ids >= 0).repeat_interleave(block_m)[: entries.numel()]
+    used = torch.arange(entries.numel(), device="cuda") < r.num_tokens_post_padded.item()
+    real = (entries < m * top_k) & local & used
+    assert torch.equal(ordered[real], act[entries[real]])
+    assert ordered[~real].isnan().all(), "padding entries and non-local blocks were written"
+    with pytest.raises(ChordInputError, match="routing order: the decode kernel"):
+        r8 = align_block_size(ids, 8, e_global, expert_map)
+        gemm(hidden, p13, r8.sorted_token_ids, r8.expert_ids, r8.num_tokens_post_padded, block_m=8, top_k=top_k,
+             out_position=True)
+
+
 def test_cuda_graph_capture_and_replay() -> None:
     gen = torch.Generator(device="cuda").manual_seed(21)
     # K = 1024, N = 256: the default decode config (balanced schedule), whose split items pass

@@ -258,28 +258,67 @@ class ChordIndexedImpl(Implementation):
 class ChordGroupedImpl(ChordIndexedImpl):
     """Chord's grouped family (``chord_kernels.grouped.contiguous`` / ``.masked``) on the
     contiguous and masked scenarios, with the weight packed for that mode. Padding rows (and rows
-    past ``masked_m``) are never written; the output starts zeroed, as the reference's."""
+    past ``masked_m``) are never written; the output starts zeroed, as the reference's.
+
+    On the expert-parallel indexed scenarios the rows are routed contiguously first
+    (``routing.contiguous_layout``: grouped by expert, each expert's rows padded to 128), untimed,
+    as humming's ``grouped_contiguous`` path gets them permuted by vLLM; the top-k weights of a
+    down GEMM are applied outside the timed call, as for humming."""
 
     name = "chord-grouped"
 
     def unsupported(self, problem: GemmProblem) -> str | None:
-        return "indexed routing: see chord-indexed" if problem.layout is None else None
+        if problem.layout is None and problem.scenario.parallel != "ep":
+            return "indexed routing under tensor parallelism: see chord-indexed"
+        return None
+
+    def _mode(self, problem: GemmProblem) -> str:
+        return problem.family if problem.layout is not None else "contiguous"
 
     def _pack(self, problem: GemmProblem):
         import chord_kernels
 
-        key = (*problem.weight.key, problem.scenario.profile, problem.family)
+        mode = self._mode(problem)
+        key = (*problem.weight.key, problem.scenario.profile, mode)
         if key not in self._packed:
             self._packed[key] = chord_kernels.pack(
-                problem.family, problem.weight.packed, problem.weight.scales, profile=problem.scenario.profile
+                mode, problem.weight.packed, problem.weight.scales, profile=problem.scenario.profile
             )
         return self._packed[key]
+
+    def _routed_contiguously(self, problem: GemmProblem, label: str | None) -> Candidate:
+        from chord_kernels import grouped, hardware, indexed, routing
+
+        weight = self._pack(problem)
+        device = problem.a.device
+        grouped.prepare(weight, device=device)
+        layout = routing.contiguous_layout(problem.topk_ids, problem.num_experts)
+        real = layout.row_slots >= 0
+        slots = layout.row_slots[real]
+        a = problem.a_flat()[(layout.row_slots.clamp(min=0) // problem.addr_top_k)].contiguous()
+        workspace = indexed.new_workspace(indexed.max_workspace_bytes(weight, device=device), device)
+        out = torch.zeros(a.shape[0], problem.shape.n, dtype=torch.bfloat16, device=device)
+        scale = None if problem.topk_weights is None else problem.topk_weights.reshape(-1)[slots].reshape(-1, 1)
+
+        def run() -> None:
+            grouped.contiguous(a, weight, layout.m_indices, out=out, workspace=workspace)
+
+        def result() -> torch.Tensor:
+            full = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
+            rows = out[real]
+            full[slots] = rows if scale is None else (rows.float() * scale).to(torch.bfloat16)
+            return full
+
+        return Candidate(label or f"routed contiguously (128-row segments, untimed); grouped contiguous "
+                         f"block_m={grouped.contiguous_block_m(hardware.arch(device.index))}", run, result)
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
         from chord_kernels import grouped, hardware, indexed
 
         if config is not None:
             raise ChordInputError("chord-grouped plans its own configuration")
+        if problem.layout is None:
+            return self._routed_contiguously(problem, label)
         weight = self._pack(problem)
         device = problem.a.device
         layout = problem.layout

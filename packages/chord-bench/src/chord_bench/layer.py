@@ -4,9 +4,10 @@
 The experts' part of the layer, from routed tokens to ``[M, H]`` (routing tensors built before
 timing, as vLLM builds them before the experts):
 
-- **Chord**: ``indexed.gemm(activation="silu")`` (SiLU-and-mul fused into gate_up's epilogue where
-  the WGMMA kernel runs) then ``indexed.gemm_topk_sum`` (down x top-k weight, then the top-k sum):
-  ``indexed.fused_moe`` without its routing step, on the routing block ``fused_moe`` chooses.
+- **Chord**: ``indexed.moe_experts`` -- ``indexed.fused_moe`` without its routing step, on the
+  routing block ``fused_moe`` chooses: gate_up with SiLU-and-mul (fused into the WGMMA kernel's
+  epilogue, its rows written in routing order there), then down x top-k weight (loading those rows
+  block by block) and the top-k sum.
 - **humming**: vLLM's ``HummingIndexedExperts`` order -- gate_up (humming ``indexed``, routing at
   the block size of gate_up's heuristic range), SiLU-and-mul, down (unweighted; the routing
   re-aligned when down's range asks for another block size), then the top-k weighted sum. The two
@@ -43,7 +44,7 @@ from chord_bench.runner import environment
 from chord_bench.scenarios import GLOBAL_EXPERTS, HIDDEN, MOE_INTERMEDIATE, TOP_K, TP_PROFILE
 from chord_bench.timing import interleaved
 from chord_kernels import ChordInputError, ChordUnsupportedError, reference
-from chord_kernels.indexed import choose_block_m, gemm, gemm_topk_sum
+from chord_kernels.indexed import choose_block_m, moe_experts
 from chord_kernels.routing import align_block_size
 
 TP = 8
@@ -122,13 +123,10 @@ def _layer(name: str, tokens: int, weights: _Weights, lib: HummingKernels, seed:
     block_m = min(choose_block_m(w13, slots), choose_block_m(w2, slots))  # indexed.fused_moe's choice
     route = align_block_size(topk_ids, block_m, GLOBAL_EXPERTS)
     rargs = (route.sorted_token_ids, route.expert_ids, route.num_tokens_post_padded)
-    act = torch.empty(slots, INTERMEDIATE, dtype=torch.bfloat16, device=device)
-    rows = torch.empty(slots, HIDDEN, dtype=torch.bfloat16, device=device)
     chord_out = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16, device=device)
 
     def chord_layer() -> None:
-        gemm(hidden, w13, *rargs, block_m=block_m, top_k=TOP_K, activation="silu", zero_nonlocal=False, out=act)
-        gemm_topk_sum(act, w2, *rargs, topk_weights, topk_ids, block_m=block_m, out=chord_out, slot_rows=rows)
+        moe_experts(hidden, w13, w2, rargs, topk_weights, topk_ids, block_m=block_m, out=chord_out)
 
     from chord_bench import layer_kernels
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from chord_bench.results import RunResult, ScenarioResult
 
 GROUPED_NOTE = ("chord-indexed* on contiguous and masked scenarios: Chord's indexed kernel over the same "
-                "rows; chord-grouped runs them through the grouped family.")
+                "rows; chord-grouped runs them through the grouped family, and expert-parallel indexed "
+                "scenarios routed contiguously (128-row segments, the permutation untimed as for "
+                "humming-contiguous).")
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:

@@ -5,6 +5,8 @@ blocks), never with a host synchronization, so both are CUDA-graph capturable on
 call (or :func:`prepare` plus one call) has loaded the kernel and built the per-shape index
 constants. The kernels compute the masked mode's routing blocks from ``masked_m`` themselves; the
 contiguous mode's come from a few elementwise ops on ``m_indices`` (:func:`contiguous_routing`).
+A routing block's rows being consecutive rows of ``a`` in both modes, the WGMMA kernel loads each
+block with 2-D tensor copies (``WgmmaConfig.tma_rows``) instead of gathering rows.
 :func:`masked_routing` builds the masked blocks as vLLM routing tensors, for callers of
 :func:`chord_kernels.indexed.gemm`. The
 weight is packed with layout ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped

@@ -3,7 +3,8 @@
 ``chord_kernels.pack("indexed", packed, scales, profile=...)`` builds the weight; :func:`gemm`
 runs one GEMM from ``moe_align_block_size`` tensors (planned by :func:`plan`, launched with a
 caller-owned or a default workspace); :func:`gemm_topk_sum` is the down GEMM with the top-k sum; :func:`gemm_masked` runs DeepEP low-latency
-``[G, max_m]`` rows from their counts; :func:`fused_moe` runs a whole layer. docs/architecture.md
+``[G, max_m]`` rows from their counts; :func:`fused_moe` runs a whole layer (:func:`moe_experts` its experts on routing
+already built). docs/architecture.md
 describes how the modules fit together.
 """
 
@@ -14,6 +15,7 @@ from chord_kernels.indexed.api import (
     gemm,
     gemm_masked,
     gemm_topk_sum,
+    moe_experts,
     prepare,
 )
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
@@ -53,6 +55,7 @@ __all__ = [
     "gemm_topk_sum",
     "kernels",
     "max_workspace_bytes",
+    "moe_experts",
     "new_workspace",
     "plan",
     "prepare",

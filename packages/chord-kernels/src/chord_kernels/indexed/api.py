@@ -154,6 +154,7 @@ def gemm(
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
     zero_nonlocal: bool = True,
+    out_position: bool = False,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
     :func:`chord_kernels.reference.indexed_gemm` for the semantics.
@@ -170,13 +171,16 @@ def gemm(
     fp32 or bf16) multiplies each slot's fp32 accumulator. ``config`` overrides the planner's
     configuration. ``workspace`` is a caller-owned buffer (:func:`~chord_kernels.indexed.new_workspace`,
     sized by :func:`~chord_kernels.indexed.max_workspace_bytes`) that no overlapping launch may
-    share; without it, the default of the current (device, stream) is used.
+    share; without it, the default of the current (device, stream) is used. ``out_position``
+    (block sizes of the WGMMA kernel): the output is in routing order instead, ``[num_blocks *
+    block_m, N]`` with slot ``sorted_token_ids[i]``'s row at row ``i`` (padding rows unwritten),
+    the input :func:`gemm_topk_sum` loads block by block with ``routing_order=True``.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     return run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
-                    activation=activation, zero_nonlocal=zero_nonlocal)
+                    activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position)
 
 
 def gemm_masked(
@@ -250,6 +254,7 @@ def gemm_topk_sum(
     slot_rows: torch.Tensor | None = None,
     config: KernelConfig | None = None,
     workspace: torch.Tensor | None = None,
+    routing_order: bool = False,
 ) -> torch.Tensor:
     """The down GEMM of an MoE layer with the weighted top-k sum -> bf16 ``[M, N]``.
 
@@ -267,6 +272,9 @@ def gemm_topk_sum(
     (docs/optimization.md, session 8), so the planner never picks it. Every slot of ``topk_ids``
     must be in the routing (a local or a -1 block).
     ``slot_rows`` (bf16 ``[M * top_k, N]``, allocated when None) holds the unreduced rows on the way.
+    ``routing_order``: ``a`` holds one row per routing entry instead (``[num_blocks * block_m, K]``,
+    what :func:`gemm` writes with ``out_position``; WGMMA block sizes), loaded block by block with
+    tensor copies.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
@@ -274,7 +282,7 @@ def gemm_topk_sum(
     tokens, top_k = topk_ids.shape
     if not 1 <= top_k <= 32:
         raise ChordInputError(f"topk_ids: expected 1 to 32 choices per token, got {top_k}")
-    if a.shape[0] != tokens * top_k:
+    if not routing_order and a.shape[0] != tokens * top_k:
         raise ChordInputError(f"a: expected one row per slot, {tokens} x {top_k} = {tokens * top_k}, got {a.shape[0]}")
     if topk_weights is None:
         raise ChordInputError("topk_weights: expected the [M, top_k] router weights, got None")
@@ -285,7 +293,8 @@ def gemm_topk_sum(
     reduce = _TopkSum(topk_ids.to(torch.int32).contiguous(), expert_map,
                       expert_map.numel() if expert_map is not None else weight.num_experts, out)
     run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m, top_k=1,
-             topk_weights=topk_weights, out=slot_rows, config=config, workspace=workspace, topk_sum=reduce)
+             topk_weights=topk_weights, out=slot_rows, config=config, workspace=workspace, topk_sum=reduce,
+             block_rows=routing_order, num_slots=tokens * top_k if routing_order else None)
     return out
 
 
@@ -324,12 +333,17 @@ def run_gemm(
     zero_nonlocal: bool = True,
     topk_sum: _TopkSum | None = None,
     block_rows: bool = False,
+    out_position: bool = False,
+    num_slots: int | None = None,
 ) -> torch.Tensor:
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
     the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
     launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch). ``block_rows``
     (implied by :class:`MaskedRows`): routing block ``b``'s rows are rows ``b * block_m`` on of
-    ``a`` (the contiguous layout), so the WGMMA kernel loads them with tensor copies."""
+    ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
+    with tensor copies; ``num_slots`` is then the routing's slot count where it is not
+    ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
+    position, ``out`` holding every routing block's rows (padding rows unwritten)."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
@@ -352,7 +366,13 @@ def run_gemm(
     if isinstance(config, WgmmaConfig) and config.topk_sum and (topk_sum is None or weight.n % 8):
         raise ChordInputError(f"config: {config} sums the top-k; expected gemm_topk_sum and N a multiple of 8, "
                               f"got N={weight.n}")
-    num_slots = a.shape[0] * top_k
+    routed = num_slots is not None  # a holds routing blocks' rows, not one row per token
+    if routed and not block_rows:
+        raise ChordInputError("num_slots: expected block_rows=True (a holding the routing blocks' rows)")
+    if out_position and (topk_sum is not None or isinstance(route, MaskedRows)):
+        raise ChordInputError("out_position: expected vLLM routing tensors and no top-k sum")
+    if num_slots is None:
+        num_slots = a.shape[0] * top_k
     if num_slots >= 1 << 31:
         raise ChordInputError(f"a.shape[0] * top_k = {num_slots} slots exceed int32")
     weights_flat = None
@@ -362,7 +382,8 @@ def run_gemm(
             raise ChordInputError(f"topk_weights: expected {num_slots} weights, got {topk_weights.numel()}")
         weights_flat = topk_weights.reshape(-1).float().contiguous()
     n_out = weight.n // 2 if activation else weight.n
-    out = output_tensor(out, (num_slots, n_out), dtype=torch.bfloat16, device=device, contiguous=True)
+    out_rows = capacity * block_m if out_position else num_slots
+    out = output_tensor(out, (out_rows, n_out), dtype=torch.bfloat16, device=device, contiguous=True)
     if num_slots == 0:
         return out
     _aligned16("a", a)
@@ -379,12 +400,15 @@ def run_gemm(
         if fused is not None:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
         else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
-            target = torch.empty(num_slots, weight.n, dtype=torch.bfloat16, device=device)
+            target = torch.empty(out_rows, weight.n, dtype=torch.bfloat16, device=device)
     if block_rows:
         twin = _tma_rows_twin(launch.config)
         if twin is not launch.config:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
     a_rows = rows_descriptor(a, block_m) if isinstance(launch.config, WgmmaConfig) and launch.config.tma_rows else None
+    if (routed or out_position) and not isinstance(launch.config, WgmmaConfig):
+        raise ChordInputError(f"rows in routing order: the decode kernel planned for block_m={block_m} reads and "
+                              "writes rows by slot; expected a block size of the WGMMA kernel")
     in_epilogue = topk_sum is not None and isinstance(launch.config, WgmmaConfig) and launch.config.topk_sum
     reduce = topk_sum.epilogue_args(weight.n, device) if in_epilogue else _NO_SUM
     if topk_sum is not None:
@@ -394,7 +418,8 @@ def run_gemm(
     args = ARGS.pack(
         device, tiles=tiles, a=a, a_rows=a_rows, out=target, **routing_args, topk_weights=weights_flat, **launch.workspace.bind(workspace),
         n=weight.n, k=weight.k, num_experts=weight.num_experts, num_slots=num_slots, top_k=top_k,
-        num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal), **reduce,
+        num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal),
+        out_position=int(out_position), **reduce,
     )
     launch.launch(args, device, stream)
     if topk_sum is not None and not in_epilogue:
@@ -493,7 +518,34 @@ def fused_moe(
     block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
-    act = gemm(hidden, w13, *args, block_m=block_m, top_k=top_k, workspace=workspace, activation="silu",
-               zero_nonlocal=False)
-    return gemm_topk_sum(act, w2, *args, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
-                         workspace=workspace)
+    return moe_experts(hidden, w13, w2, args, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
+                       workspace=workspace)
+
+
+def moe_experts(
+    hidden: torch.Tensor,
+    w13: PackedWeight,
+    w2: PackedWeight,
+    routing: Routing,
+    topk_weights: torch.Tensor,
+    topk_ids: torch.Tensor,
+    *,
+    block_m: int,
+    expert_map: torch.Tensor | None = None,
+    workspace: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The experts of :func:`fused_moe` on routing tensors already built at ``block_m`` (one routing
+    for both GEMMs): gate_up with SiLU-and-mul, then down x top-k weight with the top-k sum ->
+    bf16 ``[M, H]``. Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing
+    order (``gemm(..., out_position)``) and down loads them block by block with tensor copies
+    instead of gathering them row by row; elsewhere the activation is in slot order."""
+    device = hidden.device
+    capacity = routing_capacity(routing[0], routing[1], block_m)
+    num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
+    in_order = capacity > 0 and all(
+        isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, None).config, WgmmaConfig) for w in (w13, w2))
+    act = run_gemm(hidden, w13, routing, block_m=block_m, top_k=topk_ids.shape[1], workspace=workspace,
+                   activation="silu", zero_nonlocal=False, out_position=in_order)
+    return gemm_topk_sum(act, w2, *routing, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map, out=out,
+                         workspace=workspace, routing_order=in_order)

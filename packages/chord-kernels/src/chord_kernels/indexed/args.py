@@ -45,6 +45,8 @@ ARGS = ArgStruct("Args", "chord::indexed", [
     Field("num_blocks", "int", "routing blocks the routing tensors can hold"),
     Field("list_cap", "int", "routing blocks compacted in shared memory (0: walk every block)"),
     Field("zero_nonlocal", "int", "1: rows of slots in non-local blocks are zero; 0: left unwritten"),
+    Field("out_position", "int", "1: a slot's row of out is its routing position (WGMMA kernels; out holds "
+          "num_blocks * block_m rows); 0: the slot"),
     Field("reduced", "__nv_bfloat16*", "[num_slots / reduce_top_k, N] top-k sums (top-k-sum kernels), else null"),
     Field("arrivals", "int32_t*", "[tokens, N/64] top-k-sum arrival counters, zero before the launch"),
     Field("topk_ids", "const int32_t*", "[tokens, reduce_top_k] expert ids the routing was built from",

@@ -117,7 +117,7 @@ struct WgmmaConfig {
     int item;   // work item (-1: no more work)
     int ntile;  // N tile of the item
     int nsub;   // routing blocks of the item (1..kItems)
-    int pad;
+    int block;  // its first routing block (row r's routing position: block * kBM + r)
     int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
     float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
   };
@@ -315,6 +315,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             h.item = done ? -1 : item;
             h.ntile = ntile;
             h.nsub = nsub;
+            h.block = block;
           }
         }
         named_barrier(kProducerBarrier, 128);  // the item's rows are visible to the producer warps
@@ -650,7 +651,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
       const int channel = channel0 + (c % kChunksPerRow) * 8;
       if (token < kN && channel < n_out) {
         const int slot = slots[token];
-        if ((Cfg::kTopkSum || slot >= 0) && slot < args.num_slots) {
+        if ((Cfg::kTopkSum || slot >= 0) && (args.out_position || slot < args.num_slots)) {
           const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / kChunksPerRow) * Cfg::kEpiRowBytes +
                                                           (c % kChunksPerRow) * 16);
           if (Cfg::kTopkSum && slot < 0) {  // the token's one local slot: its sum
@@ -706,6 +707,9 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
       if (slot < 0 || slot >= args.num_slots) slot = args.num_slots;
       if (__popc(mask) == 1) slot = -1 - slot / args.reduce_top_k;
       reinterpret_cast<uint32_t*>(epi + Cfg::kTile * 8)[r] = mask;
+    } else if (args.out_position) {
+      // Output rows in routing order (the next GEMM loads them as whole blocks); padding: -1.
+      slot = (slot >= 0 && slot < args.num_slots) ? h.block * Cfg::kBM + r : -1;
     }
     slots[r] = slot;
     tw[r] = h.weights[r];
