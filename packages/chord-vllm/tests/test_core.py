@@ -235,6 +235,31 @@ def test_kernels_match_reference_on_kimi_shapes(kimi, m: int) -> None:
 
 
 @pytest.mark.gpu
+def test_routing_order_layer_is_the_slot_order_layer(kimi) -> None:
+    """At 43 rows per expert (WGMMA blocks) gate_up writes the activation in routing order when
+    workspace2 has room for it (workspace_shapes with routing_rows_bound): bit for bit the layer a
+    workspace2 sized for slot order gets."""
+    w13, w2, p13, p2, expert_map, total, top_k = kimi
+    m = 2048
+    ids, weights = _routing(m, total, top_k, seed=77, device="cuda")
+    x = _x(m, p13.k, 77, device="cuda")
+    bound = core.routing_rows_bound(p13, p2, m, top_k, total)
+    block_m = core.block_m_for(p13, p2, m, top_k, total)
+    route = core.chord_align(ids, block_m, total, expert_map)
+    assert 0 < chord_kernels.indexed.routing_order_rows(p13, p2, route, block_m, x.device) <= bound
+    outs = []
+    for rows in (bound, 0):
+        _, ws2_shape, out_shape = core.workspace_shapes(m, p13.n, p2.n, top_k, rows)
+        ws2 = torch.full(ws2_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        out = torch.full(out_shape, float("nan"), dtype=torch.bfloat16, device="cuda")
+        outs.append(core.moe_standard(x, p13, p2, weights, ids, global_num_experts=total, expert_map=expert_map,
+                                      out=out, workspace2=ws2))
+    assert torch.equal(outs[0], outs[1])
+    want = reference.moe_layer(x, w13, w2, weights, ids, global_num_experts=total, expert_map=expert_map)
+    assert _rel_err(outs[0], want) < REL_TOL
+
+
+@pytest.mark.gpu
 @settings(max_examples=25, deadline=None)
 @given(m=st.integers(1, 96), top_k=st.integers(1, 8), ep=st.sampled_from([1, 4]), hot=st.booleans(),
        seed=st.integers(0, 1 << 16))

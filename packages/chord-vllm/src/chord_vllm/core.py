@@ -28,14 +28,14 @@ Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                 topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                activation: str | None = None, zero_nonlocal: bool = True) -> None:
+                activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False) -> None:
     """The call site of ``chord_kernels.indexed.gemm`` (writes ``out``; with ``activation``
     "silu", SiLU-and-mul of the ``[gate | up]`` output; ``zero_nonlocal=False`` leaves rows of
-    non-local slots unwritten). Without ``workspace`` the GEMM uses chord-kernels' default of the
-    current (device, stream), so vLLM's dual-batch overlap (two micro-batches on two streams)
-    never shares one."""
+    non-local slots unwritten; ``out_position``: rows in routing order). Without ``workspace`` the
+    GEMM uses chord-kernels' default of the current (device, stream), so vLLM's dual-batch overlap
+    (two micro-batches on two streams) never shares one."""
     indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
-                 workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal)
+                 workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position)
 
 
 def kernel_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.MaskedRows, *, block_m: int,
@@ -47,19 +47,22 @@ def kernel_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.Mask
 
 def kernel_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
                     topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, block_m: int,
-                    down: torch.Tensor, out: torch.Tensor) -> None:
+                    down: torch.Tensor, out: torch.Tensor, routing_order: bool = False) -> None:
     """The call site of ``chord_kernels.indexed.gemm_topk_sum``: the down GEMM x top-k weight
-    summed over each token's local choices into ``out`` (``down`` holds unreduced rows on the way)."""
+    summed over each token's local choices into ``out`` (``down`` holds unreduced rows on the way;
+    ``routing_order``: ``act`` in routing order, loaded block by block)."""
     indexed.gemm_topk_sum(act, w2, *route, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
-                          out=out, slot_rows=down)
+                          out=out, slot_rows=down, routing_order=routing_order)
 
 
 def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                    topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                   activation: str | None = None, zero_nonlocal: bool = True) -> None:
+                   activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False) -> None:
     """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels; rows of
-    non-local slots are always zero)."""
+    non-local slots are always zero; slot order only: its ``routing_order_rows`` is 0)."""
     del zero_nonlocal
+    if out_position:
+        raise ValueError("the reference backend writes rows in slot order only")
     result = reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights)
     out.copy_(reference.silu_and_mul(result) if activation == "silu" else result)
 
@@ -74,9 +77,11 @@ def reference_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.M
 
 def reference_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
                        topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, block_m: int,
-                       down: torch.Tensor, out: torch.Tensor) -> None:
+                       down: torch.Tensor, out: torch.Tensor, routing_order: bool = False) -> None:
     """:func:`kernel_down_sum` computed by ``chord_kernels.reference``: the rows, then their fp32 sum."""
     del topk_ids, expert_map  # non-local rows are zero in the reference
+    if routing_order:
+        raise ValueError("the reference backend reads rows in slot order only")
     reference_gemm(act, w2, route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=down)
     out.copy_(down.view(out.shape[0], -1, out.shape[1]).float().sum(dim=1))
 
@@ -97,11 +102,14 @@ class Backend:
     name: str
     down_sum: Callable[..., None] = kernel_down_sum
     masked_gemm: Callable[..., None] = kernel_masked_gemm
+    routing_order_rows: Callable[[PackedWeight, PackedWeight, Routing, int, torch.device], int] = \
+        indexed.routing_order_rows
+    """Rows of the activation in routing order (0: slot order), ``chord_kernels.indexed.routing_order_rows``."""
 
 
 KERNELS = Backend(kernel_gemm, chord_align, "chord kernels")
 REFERENCE = Backend(reference_gemm, chord_align, "chord reference (PyTorch)", reference_down_sum,
-                    reference_masked_gemm)
+                    reference_masked_gemm, lambda *_: 0)
 
 
 def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int,
@@ -124,24 +132,34 @@ DECODE_ROWS_PER_EXPERT = 8
 step of Kimi K2 under DP8: 48 tokens per rank x 8 choices / 384 experts x 8 ranks)."""
 
 
-def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int
+def workspace_shapes(num_tokens: int, n: int, k: int, top_k: int, routing_rows: int = 0
                      ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(workspace13, workspace2, output) for ``N = 2I`` gate_up rows and hidden size ``K``.
 
     The down GEMM writes the output (its top-k sums) while it still reads the activation, so both
     the activation (the gate_up GEMM's SiLU-and-mul output) and the down rows of tokens with
     several local choices live in workspace2 (:func:`_slot_buffer_sizes`), and workspace13 holds
-    nothing but the output, which vLLM lets share its memory.
+    nothing but the output, which vLLM lets share its memory. ``routing_rows``
+    (:func:`routing_rows_bound`) makes room for the activation in routing order.
     """
-    act, down = _slot_buffer_sizes(num_tokens, n, k, top_k)
+    act, down = _slot_buffer_sizes(num_tokens, n, k, top_k, routing_rows)
     return (num_tokens, k), (act + down,), (num_tokens, k)
 
 
-def _slot_buffer_sizes(num_tokens: int, n: int, k: int, top_k: int) -> tuple[int, int]:
-    """Elements of the activation (rounded up to 16 bytes, so the down rows stay aligned) and of
-    the down rows in workspace2."""
+def routing_rows_bound(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int,
+                       global_num_experts: int) -> int:
+    """Most rows the routing of :func:`moe_standard` can hold (``moe_align_block_size``'s
+    ``slots + experts x (block_m - 1)``, plus a block of rounding): what the activation needs in
+    routing order. From shapes only."""
+    block_m = block_m_for(w13, w2, num_tokens, top_k, global_num_experts)
+    return num_tokens * top_k + (global_num_experts + 1) * (block_m - 1) if num_tokens else 0
+
+
+def _slot_buffer_sizes(num_tokens: int, n: int, k: int, top_k: int, routing_rows: int = 0) -> tuple[int, int]:
+    """Elements of the activation (in slot order, or ``routing_rows`` rows in routing order;
+    rounded up to 16 bytes, so the down rows stay aligned) and of the down rows in workspace2."""
     slots = num_tokens * top_k
-    return -(-slots * (n // 2) // 8) * 8, slots * k
+    return -(-max(slots, routing_rows) * (n // 2) // 8) * 8, slots * k
 
 
 def batched_workspace_shapes(num_experts: int, max_m: int, n: int, k: int
@@ -161,12 +179,13 @@ def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tenso
 
 
 def gate_up_act(hidden: torch.Tensor, w13: PackedWeight, route: Routing, *, block_m: int, top_k: int,
-                act: torch.Tensor, backend: Backend) -> None:
-    """gate_up GEMM with SiLU(gate) * up in fp32 rounded once, into ``act``: fused into the WGMMA
-    kernel's epilogue, or the two steps inside ``chord_kernels.indexed.gemm`` elsewhere. Rows of
-    non-local slots are left unwritten: the down GEMM never reads them."""
+                act: torch.Tensor, backend: Backend, routing_order: bool = False) -> None:
+    """gate_up GEMM with SiLU(gate) * up in fp32 rounded once, into ``act`` (in slot order, or
+    with ``routing_order`` one row per routing entry): fused into the WGMMA kernel's epilogue, or
+    the two steps inside ``chord_kernels.indexed.gemm`` elsewhere. Rows of non-local slots are
+    left unwritten: the down GEMM never reads them."""
     backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=act, activation="silu",
-                 zero_nonlocal=False)
+                 zero_nonlocal=False, out_position=routing_order)
 
 
 def moe_standard(
@@ -206,11 +225,20 @@ def moe_standard(
         return out
     block_m = block_m_for(w13, w2, m, top_k, num_experts)
     route = backend.align(topk_ids, block_m, num_experts, expert_map)
-    act_size, _ = _slot_buffer_sizes(m, n, k, top_k)
-    act = _view(workspace2, (m * top_k, n // 2), hidden)
-    gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend)
+    # Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing order and down
+    # loads them in blocks with tensor copies (no row gathers); a workspace2 sized without room for
+    # that (workspace_shapes' routing_rows) keeps the slot order.
+    rows = backend.routing_order_rows(w13, w2, route, block_m, hidden.device)
+    act_size, down_size = _slot_buffer_sizes(m, n, k, top_k, rows)
+    if workspace2 is not None and workspace2.numel() < act_size + down_size:
+        rows = 0
+        act_size, _ = _slot_buffer_sizes(m, n, k, top_k)
+    act = _view(workspace2, (rows or m * top_k, n // 2), hidden)
+    gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend,
+                routing_order=rows > 0)
     down = _view(None if workspace2 is None else workspace2.reshape(-1)[act_size:], (m * top_k, k), hidden)
-    backend.down_sum(act, w2, route, topk_weights, topk_ids, expert_map, block_m=block_m, down=down, out=out)
+    backend.down_sum(act, w2, route, topk_weights, topk_ids, expert_map, block_m=block_m, down=down, out=out,
+                     routing_order=rows > 0)
     return out
 
 

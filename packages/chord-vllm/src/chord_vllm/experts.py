@@ -129,7 +129,8 @@ class ChordIndexedExperts(_ChordExperts):
                          local_num_experts: int, expert_tokens_meta: mk.ExpertTokensMetadata | None,
                          activation: MoEActivation
                          ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-        return core.workspace_shapes(M, N, K, topk)
+        return core.workspace_shapes(M, N, K, topk, core.routing_rows_bound(self.w13, self.w2, M, topk,
+                                                                             global_num_experts))
 
     def finalize_weight_and_reduce_impl(self) -> mk.TopKWeightAndReduce:
         return TopKWeightAndReduceNoOP()

@@ -17,6 +17,7 @@ from chord_kernels.indexed.api import (
     gemm_topk_sum,
     moe_experts,
     prepare,
+    routing_order_rows,
 )
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
 from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
@@ -60,4 +61,5 @@ __all__ = [
     "plan",
     "prepare",
     "routing_capacity",
+    "routing_order_rows",
 ]

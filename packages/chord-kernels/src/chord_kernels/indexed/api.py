@@ -522,6 +522,20 @@ def fused_moe(
                        workspace=workspace)
 
 
+def routing_order_rows(w13: PackedWeight, w2: PackedWeight, routing: Routing, block_m: int,
+                       device: torch.device) -> int:
+    """Rows of the gate_up output in routing order (``num_blocks * block_m``) where both GEMMs of
+    a layer on ``routing`` run on the WGMMA kernel, which :func:`moe_experts` then uses; 0 where
+    the activation stays in slot order. From shapes only (no device read)."""
+    capacity = routing_capacity(routing[0], routing[1], block_m)
+    if capacity == 0 or device.type != "cuda":
+        return 0
+    num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
+    wgmma = all(isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, None).config, WgmmaConfig)
+                for w in (w13, w2))
+    return capacity * block_m if wgmma else 0
+
+
 def moe_experts(
     hidden: torch.Tensor,
     w13: PackedWeight,
@@ -540,11 +554,7 @@ def moe_experts(
     bf16 ``[M, H]``. Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing
     order (``gemm(..., out_position)``) and down loads them block by block with tensor copies
     instead of gathering them row by row; elsewhere the activation is in slot order."""
-    device = hidden.device
-    capacity = routing_capacity(routing[0], routing[1], block_m)
-    num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
-    in_order = capacity > 0 and all(
-        isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, None).config, WgmmaConfig) for w in (w13, w2))
+    in_order = routing_order_rows(w13, w2, routing, block_m, hidden.device) > 0
     act = run_gemm(hidden, w13, routing, block_m=block_m, top_k=topk_ids.shape[1], workspace=workspace,
                    activation="silu", zero_nonlocal=False, out_position=in_order)
     return gemm_topk_sum(act, w2, *routing, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map, out=out,
