@@ -147,11 +147,10 @@ def test_default_output_and_weight_dtype_bf16() -> None:
     assert _rel_err(out, ref) <= REL_TOL
 
 
-@pytest.mark.parametrize("mapped", [False, True])
-def test_fused_moe_matches_reference(mapped: bool) -> None:
-    gen = torch.Generator(device="cuda").manual_seed(5 + mapped)
-    e_local, hidden_size, inter, m, top_k = 8, 512, 128, 13, 3
-    e_global = 32 if mapped else e_local
+def _moe_case(gen: torch.Generator, e_local: int, e_global: int, hidden_size: int, inter: int, m: int,
+              top_k: int) -> tuple:
+    """A layer's weights (and packed twins, H200 EP8 profile), hidden states, and top-k ids over
+    ``e_global`` experts with their router weights."""
     w13 = _weights(e_local, 2 * inter, hidden_size, gen)
     w2 = _weights(e_local, hidden_size, inter, gen)
     p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
@@ -159,6 +158,15 @@ def test_fused_moe_matches_reference(mapped: bool) -> None:
     hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
     ids = torch.rand(m, e_global, generator=gen, device="cuda").argsort(dim=1)[:, :top_k].to(torch.int32)
     weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    return w13, w2, p13, p2, hidden, ids, weights
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_fused_moe_matches_reference(mapped: bool) -> None:
+    gen = torch.Generator(device="cuda").manual_seed(5 + mapped)
+    e_local, hidden_size, inter, m, top_k = 8, 512, 128, 13, 3
+    e_global = 32 if mapped else e_local
+    w13, w2, p13, p2, hidden, ids, weights = _moe_case(gen, e_local, e_global, hidden_size, inter, m, top_k)
     expert_map = None
     if mapped:
         expert_map = torch.full((e_global,), -1, dtype=torch.int64, device="cuda")
@@ -184,12 +192,7 @@ def test_moe_experts_in_routing_order_is_the_slot_order_layer(case: tuple) -> No
     and gemm(out_position=True) puts slot sorted_token_ids[i]'s row at row i, padding untouched."""
     name, e_local, e_global, hidden_size, inter, m, top_k = case
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
-    w13, w2 = _weights(e_local, 2 * inter, hidden_size, gen), _weights(e_local, hidden_size, inter, gen)
-    p13 = chord_kernels.pack("indexed", *w13, profile="h200_ep8")
-    p2 = chord_kernels.pack("indexed", *w2, profile="h200_ep8")
-    hidden = torch.randn(m, hidden_size, generator=gen, device="cuda").to(torch.bfloat16)
-    ids = torch.rand(m, e_global, generator=gen, device="cuda").argsort(dim=1)[:, :top_k].to(torch.int32)
-    weights = torch.rand(m, top_k, generator=gen, device="cuda")
+    w13, w2, p13, p2, hidden, ids, weights = _moe_case(gen, e_local, e_global, hidden_size, inter, m, top_k)
     expert_map = None
     if e_global != e_local:
         expert_map = torch.full((e_global,), -1, dtype=torch.int32, device="cuda")
