@@ -138,6 +138,20 @@ def test_launch_rejects_untyped_scalars_and_cpu_tensors() -> None:
             kernel.launch((1,), (32,), (torch.zeros(4, device="cuda"), 4))
 
 
+def test_tensor_map_names_what_it_expects() -> None:
+    from chord_kernels.jit.tma import rows_descriptor
+
+    a = torch.zeros(64, 128, dtype=torch.bfloat16)
+    with pytest.raises(ChordInputError, match=r"1..256 box rows and a box row of 16..128 bytes, got 300 x 64"):
+        rows_descriptor(a, 300)
+    with pytest.raises(ChordInputError, match=r"got 64 x 72"):
+        rows_descriptor(a, 64, box_cols=72)  # 144-byte box rows: wider than the 128-byte swizzle
+    with pytest.raises(ChordInputError, match=r"contiguous 2-D bf16 CUDA tensor, got torch.bfloat16 \[64, 128\] on cpu"):
+        rows_descriptor(a, 64)
+    with pytest.raises(ChordInputError, match=r"got torch.float32"):
+        rows_descriptor(a.float(), 64)
+
+
 @pytest.mark.gpu
 def test_launch_on_gpu_and_under_graph_capture() -> None:
     kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")

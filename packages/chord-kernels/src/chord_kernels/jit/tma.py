@@ -25,6 +25,9 @@ MAX_BOX_ROWS = 256
 def rows_descriptor(t: torch.Tensor, box_rows: int, box_cols: int = SWIZZLE_BYTES // 2) -> bytes:
     """The descriptor of a contiguous bf16 CUDA matrix ``t`` ``[rows, cols]`` loaded in boxes of
     ``box_rows`` rows x ``box_cols`` columns (128-byte swizzled; out-of-bounds elements read as 0)."""
+    if not 1 <= box_rows <= MAX_BOX_ROWS or not 8 <= box_cols <= SWIZZLE_BYTES // 2 or box_cols % 8:
+        raise ChordInputError(f"tensor map: expected 1..{MAX_BOX_ROWS} box rows and a box row of 16..128 bytes, "
+                              f"got {box_rows} x {box_cols}")
     if t.dtype != torch.bfloat16 or t.dim() != 2 or not t.is_contiguous() or t.device.type != "cuda":
         raise ChordInputError(f"tensor map: expected a contiguous 2-D bf16 CUDA tensor, got {t.dtype} "
                               f"{list(t.shape)} on {t.device}")
@@ -32,9 +35,6 @@ def rows_descriptor(t: torch.Tensor, box_rows: int, box_cols: int = SWIZZLE_BYTE
     if rows == 0 or cols % 8 or t.data_ptr() % 16:
         raise ChordInputError(f"tensor map: expected rows > 0, columns a multiple of 8 (16-byte rows) and a "
                               f"16-byte aligned address, got {list(t.shape)} at {t.data_ptr():#x}")
-    if not 1 <= box_rows <= MAX_BOX_ROWS or box_cols * 2 > SWIZZLE_BYTES or box_cols % 8:
-        raise ChordInputError(f"tensor map: expected 1..{MAX_BOX_ROWS} box rows and a box row of 16..128 bytes, "
-                              f"got {box_rows} x {box_cols}")
     return _encode(t.data_ptr(), rows, cols, box_rows, box_cols)
 
 
