@@ -100,6 +100,25 @@ def test_output_may_share_workspace13_and_poison_never_leaks() -> None:
     assert torch.equal(got, reference.moe_layer(x, w13, w2, weights, ids))
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 3000), top_k=st.integers(1, 8), ep=st.sampled_from([1, 8]), seed=st.integers(0, 1 << 16))
+def test_routing_rows_bound_holds_every_routing(m, top_k, ep, seed) -> None:
+    """workspace_shapes' room for the activation in routing order is at least what the routing of
+    the layer holds (rows = routing blocks x block_m), whatever the ids; slot order needs less."""
+    experts = 64
+    _, _, (p13, p2) = _layer(experts // ep, 64, 64)
+    ids, _ = _routing(m, experts, top_k, seed=seed)
+    expert_map = _expert_map(experts, seed % ep, ep) if ep > 1 else None
+    block_m = core.block_m_for(p13, p2, m, top_k, experts)
+    route = core.chord_align(ids, block_m, experts, expert_map)
+    rows = chord_kernels.indexed.routing_capacity(route[0], route[1], block_m) * block_m
+    bound = core.routing_rows_bound(p13, p2, m, top_k, experts)
+    assert rows <= bound
+    _, (ws2,), _ = core.workspace_shapes(m, p13.n, p2.n, top_k, bound)
+    _, (slot_ws2,), _ = core.workspace_shapes(m, p13.n, p2.n, top_k)
+    assert ws2 >= bound * (p13.n // 2) + m * top_k * p2.n and slot_ws2 <= ws2
+
+
 def test_block_m_scales_the_slot_count_by_local_experts() -> None:
     """With expert parallelism the ids are global: 48 of 384 experts see an eighth of the slots."""
     _, _, (p13, p2) = _layer(48, 64, 64)
