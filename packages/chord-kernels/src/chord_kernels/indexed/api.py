@@ -173,8 +173,9 @@ def gemm(
     sized by :func:`~chord_kernels.indexed.max_workspace_bytes`) that no overlapping launch may
     share; without it, the default of the current (device, stream) is used. ``out_position``
     (block sizes of the WGMMA kernel): the output is in routing order instead, ``[num_blocks *
-    block_m, N]`` with slot ``sorted_token_ids[i]``'s row at row ``i`` (padding rows unwritten),
-    the input :func:`gemm_topk_sum` loads block by block with ``routing_order=True``.
+    block_m, N]`` with slot ``sorted_token_ids[i]``'s row at row ``i`` (padding rows unwritten, or
+    unspecified where SiLU-and-mul runs as a second step), the input :func:`gemm_topk_sum` loads
+    block by block with ``routing_order=True``.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
@@ -343,7 +344,7 @@ def run_gemm(
     ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
     with tensor copies; ``num_slots`` is then the routing's slot count where it is not
     ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
-    position, ``out`` holding every routing block's rows (padding rows unwritten)."""
+    position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says)."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
