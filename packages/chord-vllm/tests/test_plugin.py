@@ -273,10 +273,6 @@ FALLBACKS = [
     ("--moe-backend", lambda: ([_scheme()] * 3, _stand_in(moe_backend="marlin")), "--moe-backend marlin"),
     ("fp16", lambda: ([_scheme()] * 3, _stand_in(in_dtype=torch.float16)), "torch.float16"),
     ("bias", lambda: ([_scheme()] * 3, _stand_in(has_bias=True)), "biases"),
-    ("DeepEP low-latency", lambda: ([_scheme()] * 3, _stand_in(vs.parallel_config(ep=2, dp=2, all2all="deepep_low_latency"))),
-     "the deepep_low_latency all2all uses the batched activation format, which stays vLLM's: Chord's batched "
-     "experts measured 0.90-0.98x of vLLM's humming grouped_masked on an H200 (CHORD_VLLM_BATCHED=1 runs "
-     "Chord's anyway)"),
     ("odd intermediate", lambda: ([_scheme()] * 3, _stand_in(intermediate=144)), "not a multiple of 32"),
 ]
 
@@ -319,34 +315,42 @@ def deepep_ll_hidden(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(decision, "maybe_roundup_layer_hidden_size", lambda hidden, dtype, parallel: hidden)
 
 
-def test_batched_opt_in_serves_deepep_low_latency_and_says_why(on_h200, deepep_ll_hidden, monkeypatch,
-                                                                chord_log) -> None:
-    monkeypatch.setenv("CHORD_VLLM_BATCHED", "1")
+def test_deepep_low_latency_is_served_and_says_why(on_h200, deepep_ll_hidden, chord_log) -> None:
     layer = _stand_in(vs.parallel_config(**LOW_LATENCY))
     got = decision.decide(layer, [_scheme()] * 3)
     assert got.use_chord and got.profile == "h200_ep8"
     (line,) = [m for m in _messages(chord_log) if "batched" in m]
     assert line == ("Chord's batched experts run the deepep_low_latency all2all's batched activation format "
-                    "because CHORD_VLLM_BATCHED=1 asks for them (Chord's batched experts measured 0.90-0.98x "
-                    "of vLLM's humming grouped_masked on an H200; unset, vLLM keeps this format)")
+                    "(Chord's batched experts measured 1.12-1.23x vLLM's humming grouped_masked layer on an "
+                    "H200, 1.66x in vLLM's default 2048-row buffers; CHORD_VLLM_BATCHED=0 leaves it to vLLM)")
     standard = decision.decide(_stand_in(vs.parallel_config(ep=8)), [_scheme()] * 3)
     assert standard.use_chord and len([m for m in _messages(chord_log) if "batched" in m]) == 1  # no effect there
 
 
-def test_batched_opt_in_still_refuses_what_chords_batched_experts_cannot_run(on_h200, deepep_ll_hidden,
-                                                                              monkeypatch) -> None:
-    monkeypatch.setenv("CHORD_VLLM_BATCHED", "1")
+def test_batched_switch_off_leaves_deepep_low_latency_to_vllm(on_h200, deepep_ll_hidden, monkeypatch,
+                                                               chord_log) -> None:
+    monkeypatch.setenv("CHORD_VLLM_BATCHED", "0")
+    got = decision.decide(_stand_in(vs.parallel_config(**LOW_LATENCY)), [_scheme()] * 3)
+    assert not got.use_chord
+    assert got.reason == "CHORD_VLLM_BATCHED=0 leaves the deepep_low_latency all2all's batched activation format to vLLM"
+    (line,) = [m for m in _messages(chord_log) if "does not serve" in m]
+    assert got.reason in line and "vLLM's own method runs them" in line
+    assert decision.decide(_stand_in(vs.parallel_config(ep=8)), [_scheme()] * 3).use_chord  # no effect on EP
+
+
+def test_batched_experts_still_refuse_what_they_cannot_run(on_h200, deepep_ll_hidden, monkeypatch) -> None:
     nixl = decision.decide(_stand_in(vs.parallel_config(ep=8, dp=8, all2all="nixl_ep")), [_scheme()] * 3)
     assert not nixl.use_chord and "parallel config" in nixl.reason  # vLLM's own check, its words
     monkeypatch.setenv("CHORD_VLLM_BATCHED", "maybe")
-    with pytest.raises(ValueError, match=r"CHORD_VLLM_BATCHED: expected 1 \(Chord's batched experts\) or 0 "
-                                         r"\(vLLM's\), got 'maybe'"):
+    with pytest.raises(ValueError, match=r"CHORD_VLLM_BATCHED: expected 1 \(Chord's batched experts, the default\) "
+                                         r"or 0 \(vLLM's\), got 'maybe'"):
         decision.decide(_stand_in(vs.parallel_config(**LOW_LATENCY)), [_scheme()] * 3)
 
 
-def test_force_without_the_batched_opt_in_names_it(on_h200, monkeypatch) -> None:
+def test_force_with_the_batched_switch_off_names_it(on_h200, monkeypatch) -> None:
     monkeypatch.setenv("CHORD_VLLM", "1")
-    with pytest.raises(ValueError, match=r"CHORD_VLLM=1 forces Chord, but .*CHORD_VLLM_BATCHED=1 runs Chord's"):
+    monkeypatch.setenv("CHORD_VLLM_BATCHED", "0")
+    with pytest.raises(ValueError, match=r"CHORD_VLLM=1 forces Chord, but CHORD_VLLM_BATCHED=0 leaves"):
         decision.decide(_stand_in(vs.parallel_config(**LOW_LATENCY)), [_scheme()] * 3)
 
 

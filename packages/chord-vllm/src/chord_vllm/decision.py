@@ -2,8 +2,8 @@
 
 Chord serves a layer only when every condition holds; otherwise vLLM keeps it and one log line per
 reason says why. With ``CHORD_VLLM=1`` a failed condition is an error instead. vLLM's batched
-activation format (DeepEP low-latency) stays vLLM's unless ``CHORD_VLLM_BATCHED=1`` asks for Chord's
-batched experts; either way one log line says which and why.
+activation format (DeepEP low-latency) runs Chord's batched experts unless ``CHORD_VLLM_BATCHED=0``
+leaves it to vLLM; either way one log line says which and why.
 """
 
 from __future__ import annotations
@@ -71,9 +71,9 @@ def _layer_problem(layer: RoutedExperts) -> str | None:
     if parallel.enable_eplb:
         return "EPLB is on (Chord's method does not rebalance experts)"
     batched = parallel.use_batched_activation_format
-    if batched and not _compat.batched_opt_in():
-        return (f"the {parallel.all2all_backend} all2all uses the batched activation format, which "
-                f"stays vLLM's: {_compat.BATCHED_WHY} ({_compat.BATCHED_SWITCH}=1 runs Chord's anyway)")
+    if batched and not _compat.batched_wanted():
+        return (f"{_compat.BATCHED_SWITCH}=0 leaves the {parallel.all2all_backend} all2all's batched "
+                f"activation format to vLLM")
     if maybe_roundup_layer_hidden_size(moe.hidden_dim, moe.in_dtype, parallel) != moe.hidden_dim:
         return f"the {parallel.all2all_backend} all2all pads the hidden size {moe.hidden_dim}"
     if moe.hidden_dim % 32 or moe.intermediate_size_per_partition % 32:
@@ -103,9 +103,8 @@ def decide(layer: RoutedExperts, schemes: list[dict | None]) -> Decision:
         parallel = layer.moe_config.moe_parallel_config
         if parallel.use_batched_activation_format:
             _compat.log_once(logging.INFO, f"Chord's batched experts run the {parallel.all2all_backend} "
-                                           f"all2all's batched activation format because "
-                                           f"{_compat.BATCHED_SWITCH}=1 asks for them ({_compat.BATCHED_WHY}; "
-                                           "unset, vLLM keeps this format)")
+                                           f"all2all's batched activation format ({_compat.BATCHED_WHY}; "
+                                           f"{_compat.BATCHED_SWITCH}=0 leaves it to vLLM)")
         return Decision(True, profile=ep_profile if layer.moe_config.use_ep else tp_profile)
     if mode == "force":
         raise ValueError(f"{layer.layer_name}: {_compat.ENV_SWITCH}=1 forces Chord, but {reason}")

@@ -5,7 +5,7 @@ all-gather, DeepEP high-throughput, DeepEP v2) hands ``[M, H]`` bf16 activations
 ids; the experts run :func:`chord_vllm.core.moe_standard` into vLLM's workspaces and leave a reduced
 ``[M, H]`` output (``TopKWeightAndReduceNoOP``).
 
-Batched format (:class:`ChordBatchedExperts`, opt-in with ``CHORD_VLLM_BATCHED=1``): DeepEP
+Batched format (:class:`ChordBatchedExperts`; ``CHORD_VLLM_BATCHED=0`` leaves it to vLLM): DeepEP
 low-latency hands ``[E_local, max_m, H]`` with per-expert row counts; the experts run
 :func:`chord_vllm.core.moe_batched` and leave unweighted rows for DeepEP's combine, which weights
 and sums (``TopKWeightAndReduceDelegate``). The routed-scaling factor stays with vLLM's runner.
@@ -146,7 +146,7 @@ class ChordIndexedExperts(_ChordExperts):
 
 class ChordBatchedExperts(_ChordExperts):
     """W4A16 int4 group-32 experts on Chord's indexed engine over masked rows, for vLLM's batched
-    activation format (DeepEP low-latency; opt-in, see :data:`chord_vllm._compat.BATCHED_SWITCH`)."""
+    activation format (DeepEP low-latency; switched off by :data:`chord_vllm._compat.BATCHED_SWITCH`)."""
 
     def __init__(self, moe_config: FusedMoEConfig, quant_config: FusedMoEQuantConfig, max_num_tokens: int,
                  num_dispatchers: int, *, w13: PackedWeight, w2: PackedWeight, backend: core.Backend | None = None):
