@@ -80,7 +80,8 @@ RANKS = 8
 class LayerScenario:
     """A batch of ``tokens`` on one rank: ``tp8`` -- every rank holds all 384 experts' slices of
     I / 8 channels; ``ep8`` -- rank 0 holds experts 0-47 whole and every token (vLLM's
-    all-gather dispatch), routed over the 384 global experts."""
+    all-gather dispatch), routed over the 384 global experts; ``ep8_ll`` (DeepEP low latency) --
+    the same experts, ``tokens`` dispatched rows spread over them in ``capacity``-row buffers."""
 
     tokens: int
     parallel: str
@@ -252,7 +253,9 @@ def permutation(topk_ids: torch.Tensor, expert_map: torch.Tensor | None,
 
 
 class _HummingLayer:
-    """One humming path's layer on a batch: its steps as callables over preallocated buffers."""
+    """One humming path's layer on a batch: its steps as callables over preallocated buffers.
+    ``topk_ids`` is the routing (``[M, top_k]``), or for ``grouped_masked`` the rows per expert
+    (int32 ``[E_local]``, ``hidden`` being the ``[E_local x capacity, H]`` buffer)."""
 
     def __init__(self, gemm_type: str, scenario: LayerScenario, weights: _Weights, lib: HummingKernels,
                  hidden: torch.Tensor, topk_weights: torch.Tensor, topk_ids: torch.Tensor,
