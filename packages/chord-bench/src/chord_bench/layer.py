@@ -265,7 +265,7 @@ class _HummingLayer:
         dev, tokens, inter = hidden.device, hidden.shape[0], scenario.intermediate
         slots = scenario.local_slots
         b13, b2, cfg13, cfg2 = weights.humming_configs(lib, gemm_type, slots)
-        self.block_m, self.configs = (b13, b2), [cfg13, cfg2]
+        self.configs = [cfg13, cfg2]
         gemm = lib.load()["humming_gemm"]
         common = {"compute_config": json.dumps({**COMPUTE_CONFIG, "gemm_type": gemm_type}),
                   "locks": lib.locks(dev), "valid_shape_m": slots}
@@ -337,6 +337,39 @@ class _HummingLayer:
         return sum(floor.get(step, us) for step, us in steps_us.items())
 
 
+def _check_and_time(name: str, layers: dict[str, tuple[Callable[[], None], torch.Tensor]], want: torch.Tensor,
+                    rows: torch.Tensor | None, humming: dict[str, _HummingLayer], rounds: int,
+                    ) -> tuple[dict[str, float], dict[str, float], dict[str, dict[str, float]]]:
+    """Run every layer once on a poisoned output and check ``rows`` of it (all when None) against
+    ``want``; then time the layers and humming's steps interleaved and check that Chord's output did
+    not change. Returns (relative errors, µs per layer, µs per humming path and step)."""
+    def checked(out: torch.Tensor) -> torch.Tensor:
+        return out if rows is None else out[rows]
+
+    errors: dict[str, float] = {}
+    for label, (fn, out) in layers.items():
+        out.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        err = ((checked(out).float() - want).norm() / want.norm()).item()
+        if not math.isfinite(err) or err > TOLERANCE:
+            raise AssertionError(f"{name}: the {label} layer differs from the reference (relative error {err:.3g})")
+        errors[label] = err
+    chord_layer, chord_out = layers["chord"]
+    first = checked(chord_out).clone()
+    timed: dict[str, Callable[[], None]] = {label: fn for label, (fn, _) in layers.items()}
+    for path, h in humming.items():
+        timed.update({f"{path}/{step}": fn for step, fn in h.steps.items()})
+    timers = interleaved(timed, rounds=rounds)
+    chord_layer()
+    torch.cuda.synchronize()
+    if not torch.equal(first, checked(chord_out)):
+        raise AssertionError(f"{name}: the Chord layer's output changed across the timed replays")
+    us = {k: t.median_us() for k, t in timers.items()}
+    steps = {p: {s: us[f"{p}/{s}"] for s in HUMMING_STEPS[p]} for p in humming}
+    return errors, {label: us[label] for label in layers}, steps
+
+
 def _layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKernels, seed: int, rounds: int,
            device: torch.device) -> LayerResult:
     tokens = scenario.tokens
@@ -364,28 +397,8 @@ def _layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKe
     want = reference.moe_layer(hidden, (weights.w13_set.packed, weights.w13_set.scales),
                                (weights.w2_set.packed, weights.w2_set.scales), topk_weights, topk_ids,
                                global_num_experts=GLOBAL_EXPERTS, expert_map=expert_map).float()
-    errors: dict[str, float] = {}
     layers = {"chord": (chord_layer, chord_out), **{f"humming_{p}": (h, h.out) for p, h in humming.items()}}
-    for label, (fn, out) in layers.items():
-        out.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        err = ((out.float() - want).norm() / want.norm()).item()
-        if not math.isfinite(err) or err > TOLERANCE:
-            raise AssertionError(f"{name}: the {label} layer differs from the reference (relative error {err:.3g})")
-        errors[label] = err
-    del want
-    first = chord_out.clone()
-    timed: dict[str, Callable[[], None]] = {label: fn for label, (fn, _) in layers.items()}
-    for path, h in humming.items():
-        timed.update({f"{path}/{step}": fn for step, fn in h.steps.items()})
-    timers = interleaved(timed, rounds=rounds)
-    chord_layer()
-    torch.cuda.synchronize()
-    if not torch.equal(first, chord_out):
-        raise AssertionError(f"{name}: the Chord layer's output changed across the timed replays")
-    us = {k: t.median_us() for k, t in timers.items()}
-    steps = {p: {s: us[f"{p}/{s}"] for s in HUMMING_STEPS[p]} for p in humming}
+    errors, us, steps = _check_and_time(name, layers, want, None, humming, rounds)
     return LayerResult(name, tokens, us["chord"], {p: us[f"humming_{p}"] for p in humming}, steps, errors, block_m,
                        {p: h.configs for p, h in humming.items()}, {p: h.bound_us(steps[p]) for p, h in humming.items()})
 
@@ -415,29 +428,11 @@ def _batched_layer(name: str, scenario: LayerScenario, weights: _Weights, lib: H
     want = reference.moe_layer(hidden[rows], (weights.w13_set.packed, weights.w13_set.scales),
                                (weights.w2_set.packed, weights.w2_set.scales),
                                torch.ones(rows.numel(), 1, device=device), ids).float()
-    errors: dict[str, float] = {}
     layers = {"chord": (chord_layer, chord_out), "humming_grouped_masked": (humming, humming.out)}
-    for label, (fn, out) in layers.items():
-        out.fill_(float("nan"))
-        fn()
-        torch.cuda.synchronize()
-        err = ((out[rows].float() - want).norm() / want.norm()).item()
-        if not math.isfinite(err) or err > TOLERANCE:
-            raise AssertionError(f"{name}: the {label} layer differs from the reference (relative error {err:.3g})")
-        errors[label] = err
-    first = chord_out[rows].clone()
-    timed: dict[str, Callable[[], None]] = {label: fn for label, (fn, _) in layers.items()}
-    timed.update({f"grouped_masked/{step}": fn for step, fn in humming.steps.items()})
-    timers = interleaved(timed, rounds=rounds)
-    chord_layer()
-    torch.cuda.synchronize()
-    if not torch.equal(first, chord_out[rows]):
-        raise AssertionError(f"{name}: the Chord layer's output changed across the timed replays")
-    us = {k: t.median_us() for k, t in timers.items()}
-    steps = {s: us[f"grouped_masked/{s}"] for s in HUMMING_STEPS["grouped_masked"]}
-    return LayerResult(name, scenario.tokens, us["chord"], {"grouped_masked": us["humming_grouped_masked"]},
-                       {"grouped_masked": steps}, errors, block_m, {"grouped_masked": humming.configs},
-                       {"grouped_masked": humming.bound_us(steps)})
+    errors, us, steps = _check_and_time(name, layers, want, rows, {"grouped_masked": humming}, rounds)
+    return LayerResult(name, scenario.tokens, us["chord"], {"grouped_masked": us["humming_grouped_masked"]}, steps,
+                       errors, block_m, {"grouped_masked": humming.configs},
+                       {"grouped_masked": humming.bound_us(steps["grouped_masked"])})
 
 
 def _compile_ahead(lib: HummingKernels, plans: dict[tuple[str, str], dict[str, dict]], device: torch.device,
