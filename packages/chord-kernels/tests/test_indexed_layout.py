@@ -189,14 +189,22 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 
 
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
-    from chord_kernels.indexed.wgmma import SMEM_LIMIT, WgmmaConfig, choose_wgmma_config
+    from chord_kernels.indexed.wgmma import (
+        SMEM_LIMIT,
+        WIDE_SHORT_K,
+        WIDE_SHORT_K_WIDTHS,
+        WgmmaConfig,
+        choose_wgmma_config,
+    )
 
     for bm in range(8, 264, 8):
         for n, k in [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256), (40, 96)]:
             cfg = choose_wgmma_config(n, k, bm)
             assert cfg.block_m == bm and cfg.stages >= 2
             assert cfg.mt * cfg.tile <= 352  # accumulator registers
-            assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: 7}.get(bm, 1)
+            wide = 7 if k > WIDE_SHORT_K else 6
+            assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: wide}.get(bm, 1)
+            assert cfg.widths == (WIDE_SHORT_K_WIDTHS if bm == heuristics.WIDE_BLOCK and k <= WIDE_SHORT_K else ())
             assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
             assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K)
             assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
@@ -209,15 +217,15 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError, match="silu_mul"):
         WgmmaConfig(block_m=64, mt=1, silu_mul=True)  # the gate and up tiles of a warpgroup
     fused = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, silu_mul=True)
-    assert fused.template_args().endswith(", true, true, false, false, false") and fused.fits_silu_mul(4096)
+    assert fused.template_args().endswith(", true, true, false, false, false, 0u") and fused.fits_silu_mul(4096)
     assert not fused.fits_silu_mul(264) and fused.ntiles(4096) == ring.ntiles(4096)
-    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false, false, false")
+    assert WgmmaConfig(block_m=48, mt=2, silu_mul=True).template_args().endswith(", false, true, false, false, false, 0u")
     # The top-k-sum twin: the same tiles plus each row's local-slot mask per stage and per epilogue.
     summed = ring.topk_sum_twin(7168)
     assert summed == WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, topk_sum=True)
-    assert summed.template_args().endswith(", true, false, true, false, false")
+    assert summed.template_args().endswith(", true, false, true, false, false, 0u")
     rows = WgmmaConfig(block_m=64, mt=2, items=2, stages=2, tma_rows=True)  # the grouped modes' loads
-    assert rows.template_args().endswith(", false, false, false, false, true")
+    assert rows.template_args().endswith(", false, false, false, false, true, 0u")
     assert rows.smem_bytes(0) == dataclasses.replace(rows, tma_rows=False).smem_bytes(0)
     with pytest.raises(ChordInputError, match="tma_rows"):
         WgmmaConfig(block_m=8, bk=256, items=9, tma_rows=True)  # 36 tensor copies per stage
@@ -231,6 +239,14 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         WgmmaConfig(block_m=256, mt=2)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, mt=2, items=3)  # 192 tokens x two tiles of accumulators
+    # Items compiled at some widths: a mask of block counts, the widest always among them.
+    narrow = choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK)
+    assert narrow.compiled_widths == (1, 3, 5, 6) and narrow.template_args().endswith(", 53u")
+    assert narrow.topk_sum_twin(7168) is None  # its accumulators leave the sum no registers
+    assert ring.compiled_widths == tuple(range(1, 8))
+    for widths in ((3, 1, 6), (1, 5), (0, 6), (6, 6)):
+        with pytest.raises(ChordInputError, match="widths"):
+            WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=6, weight_ring=True, widths=widths)
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

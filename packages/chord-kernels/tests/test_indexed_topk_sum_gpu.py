@@ -35,15 +35,19 @@ class TCase:
 
 
 TCASES = [
-    # Kimi down: EP8 (48 of 192 global experts, so many tokens have no or one local choice) on the
-    # wide items (24-token blocks x 7, weight ring); TP8 top-8 on 48-token blocks; 64-token blocks x 2.
-    TCase(Case("ep8_down_wide_mapped", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), True),
+    # Kimi down: EP8 (48 of 192 global experts, so many tokens have no or one local choice) on
+    # seven-block wide items (24-token blocks, weight ring), and on the planned six-block ones (whose
+    # accumulators leave no registers for the sum: two steps); TP8 top-8 on 48-token blocks; 64 x 2.
+    TCase(Case("ep8_down_wide_mapped", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), True,
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, dynamic=True)),
+    TCase(Case("ep8_down_wide_planned", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
     TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True),
     # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks.
     TCase(Case("odd_units_mapped_bm32", 16, 200, 640, 300, 4, block_m=32, routing="mapped"), True),
     # Every choice of every token on one expert (a token's rows in one item), empty experts + short K tile.
-    TCase(Case("hot_expert_wide", 4, 256, 512, 400, 2, block_m=24, routing="hot"), True),
+    TCase(Case("hot_expert_wide", 4, 256, 512, 400, 2, block_m=24, routing="hot"), True,
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True)),
     TCase(Case("empty_experts_short_k_tile", 8, 256, 1056, 90, 3, block_m=56, routing="sparse"), True),
     TCase(Case("one_consumer_m1", 6, 256, 256, 1, 2, block_m=40), True, WgmmaConfig(40, 2, 256, 3, consumers=1)),
     # 16-token blocks from K = 2048 run on the WGMMA kernel.

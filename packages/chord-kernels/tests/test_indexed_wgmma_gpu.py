@@ -37,6 +37,7 @@ WCASES = [
     WCase(Case("ep8_gate_up_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24)),
     WCase(Case("tp8_gate_up_wide_tok85", 384, 512, 7168, 4096, 8, block_m=24)),
     WCase(Case("wide_hot_expert_weighted", 4, 200, 512, 500, 1, block_m=24, routing="hot", weighted=True)),
+    WCase(Case("tp8_down_wide_tok128_weighted", 384, 7168, 256, 6144, 8, block_m=24, weighted=True)),
     # Odd K groups (3: the tail group, half a 64-K tile), N not a multiple of 64 / 16 / 8.
     WCase(Case("odd_bm8", 5, 40, 96, 7, 3, block_m=8)),
     WCase(Case("odd_bm24_weighted", 5, 72, 160, 11, 2, block_m=24, weighted=True)),
@@ -94,6 +95,14 @@ WCASES = [
     WCase(Case("dynamic_m1", 6, 16, 32, 1, 2, block_m=8), WgmmaConfig(8, 1, 256, 4, dynamic=True)),
     WCase(Case("dynamic_ring_hot_expert", 4, 200, 512, 500, 1, block_m=24, routing="hot"),
           WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, dynamic=True)),
+    # Items compiled at some widths only (the down GEMMs' wide items: 1, 3, 5 and 6 blocks): runs of
+    # 2 and 4 blocks run at the next width, runs past six blocks split; the Kimi EP8 down at 150 rows
+    # per expert (most experts two items), a hot expert, one tile per warpgroup with an odd K.
+    WCase(Case("widths_ep8_down_tok150", 48, 7168, 2048, 48 * 150, 1, block_m=24, weighted=True)),
+    WCase(Case("widths_hot_expert_mapped", 16, 192, 640, 600, 2, block_m=24, routing="hot"),
+          WgmmaConfig(24, 2, 128, 3, items=6, weight_ring=True, widths=(1, 3, 5, 6))),
+    WCase(Case("widths_one_tile_edges", 6, 72, 1056, 300, 2, block_m=24, routing="mapped", weighted=True),
+          WgmmaConfig(24, 1, 128, 3, items=6, weight_ring=True, widths=(2, 6))),
 ]
 
 

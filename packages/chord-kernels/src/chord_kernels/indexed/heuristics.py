@@ -63,8 +63,9 @@ WIDE_BLOCK = 24
 kernel takes up to seven consecutive blocks of an expert per work item (168 tokens on 128-wide K
 stages, the weights in their own ring), so nearly every expert is one weight pass and the MMA
 width follows its rows in steps of 24 (a weight pass costs more than its MMAs; docs/optimization.md,
-sessions 6-7). No other rule of the WGMMA profiles picks 24, so the block size tells the
-configuration apart."""
+sessions 6-7); the down GEMMs take up to six, at 1, 3, 5 or 6 blocks
+(:data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`, session 14). No other rule of the WGMMA
+profiles picks 24, so the block size tells the configuration apart."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster

@@ -35,6 +35,18 @@ TOPK_LIST_RESERVE = 512
 experts in runs of up to 2 items; beyond, the kernel walks every routing block)."""
 
 
+WIDE_SHORT_K = 2048
+"""Up to this K (the down GEMMs) the wide items are at most six blocks (144 tokens) with K loops
+for :data:`WIDE_SHORT_K_WIDTHS` only, which ptxas pipelines: seven blocks at every width serialize
+every wgmma (C7512). Measured on Kimi's down GEMMs at 121-150 rows per expert: 15-17 % faster up to
+128 rows, level at 149 (an expert past 144 rows takes a second item); gate_up (K = 7168) was 3-7 %
+slower on any item shape that compiles without serialization, so it keeps the seven blocks
+(docs/optimization.md, session 14)."""
+WIDE_SHORT_K_WIDTHS = (1, 3, 5, 6)
+"""Block counts of those items' K loops: 5 and 6 for most experts, 1 and 3 for the rest of an
+expert past 144 rows (four widths still compile without serialization; five do not)."""
+
+
 def _align(x: int, to: int) -> int:
     return (x + to - 1) // to * to
 
@@ -51,7 +63,9 @@ class WgmmaConfig:
     a CTA takes its items after the first from a global counter in the workspace (else every
     grid-th item); ``tma_rows``: each routing block's rows are consecutive rows of ``a`` (the
     grouped modes), loaded with one tensor copy per block and 64-K slice (the launch passes the
-    tensor map of ``a``, :func:`rows_descriptor`) instead of gathered row by row."""
+    tensor map of ``a``, :func:`rows_descriptor`) instead of gathered row by row; ``widths``: the
+    block counts the K loop is compiled for (``items`` always among them; empty: every count), an
+    item running at the narrowest that holds its blocks."""
 
     block_m: int
     mt: int = 1
@@ -64,6 +78,7 @@ class WgmmaConfig:
     topk_sum: bool = False
     dynamic: bool = False
     tma_rows: bool = False
+    widths: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -84,6 +99,9 @@ class WgmmaConfig:
                                   f"down, got {self}")
         if self.tma_rows and self.items * (self.bk // 64) > 32:
             raise ChordInputError(f"tma_rows: expected items * bk / 64 <= 32 tensor copies per stage, got {self}")
+        if self.widths and (list(self.widths) != sorted(set(self.widths)) or self.widths[0] < 1
+                            or self.widths[-1] != self.items):
+            raise ChordInputError(f"widths: expected ascending block counts ending at items={self.items}, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -141,8 +159,9 @@ class WgmmaConfig:
 
     def topk_sum_twin(self, n: int) -> WgmmaConfig | None:
         """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
-        = 0) with room for the work-item list; None where the sum must run as a second step."""
-        if self.silu_mul or n % 8:
+        = 0) with room for the work-item list; None where the sum must run as a second step, among
+        them items compiled at a few widths (their accumulators leave the sum no registers)."""
+        if self.silu_mul or n % 8 or self.widths:
             return None
         twin = dataclasses.replace(self, topk_sum=True)
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
@@ -152,17 +171,24 @@ class WgmmaConfig:
         del grid
         return WorkspaceLayout(counters=2 if self.dynamic else 0)
 
+    @property
+    def compiled_widths(self) -> tuple[int, ...]:
+        """The item widths (in blocks) with their own K loop."""
+        return self.widths or tuple(range(1, self.items + 1))
+
     def template_args(self) -> str:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}"
+        mask = sum(1 << (j - 1) for j in self.widths)
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, {mask}u"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
         entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);")
         return _SOURCE.format(
             prelude=prelude(), template_args=self.template_args(), threads=self.threads,
-            register_a="".join(_register_a_mma(self.block_m * j) for j in range(1, self.items + 1)), smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
+            register_a="".join(_register_a_mma(self.block_m * j) for j in self.compiled_widths),
+            smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
         ) + entry
 
     def kernel(self) -> CudaKernel:
@@ -233,14 +259,16 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     take several consecutive blocks of an expert per work item (one weight pass for all of them):
     24-token blocks up to 168 tokens on 128-wide activation stages (the widest item whose
     accumulators fit the registers and whose three stages fit shared memory) with the weights in
-    their own ring of 256-K tiles (one bulk copy per block), 64-token blocks up to 128 tokens on
-    256-wide stages. One tile per warpgroup beyond 128 tokens otherwise. Items from a global
-    counter from :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
+    their own ring of 256-K tiles (one bulk copy per block), up to 144 tokens at four widths only
+    where K <= :data:`WIDE_SHORT_K`, 64-token blocks up to 128 tokens on 256-wide stages. One tile
+    per warpgroup beyond 128 tokens otherwise. Items from a global counter from
+    :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
     """
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK:
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True,
-                           dynamic=dynamic)
+        short = k <= WIDE_SHORT_K
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6 if short else 7,
+                           weight_ring=True, dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS if short else ())
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256

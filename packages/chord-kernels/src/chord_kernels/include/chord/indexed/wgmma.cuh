@@ -8,7 +8,8 @@
 // Work items are (run of routing blocks, N tile): up to kItems consecutive routing blocks of one
 // expert share each weight stage (one weight pass per run of up to kTile = kItems x kBM tokens),
 // and the wgmma N is the item's blocks x kBM, so a part-filled run costs neither a second weight
-// pass nor MMAs on empty blocks (one instantiation of the K loop per block count).
+// pass nor MMAs on empty blocks (one instantiation of the K loop per block count, or per compiled
+// width of kWidths, an item running at the narrowest that holds it).
 // Roles (one CTA per SM, persistent over items):
 // * one producer warpgroup fills a kStages ring: the packed atoms of the tile with 1-D bulk copies
 //   (contiguous runs, L2 evict-first) and the tokens' activation rows with 16-byte cp.async into
@@ -53,9 +54,11 @@ namespace chord::indexed {
 // items after the first from a global counter (wgmma_producer) instead of every gridDim-th; with
 // kTmaRows routing block b's rows are rows block_first_row(b) on of `a`, loaded through the tensor
 // map args.a_rows (boxes of kBM rows x 64 K) whatever sorted_token_ids says (a padding row is
-// loaded, never stored).
+// loaded, never stored); kWidths (bit j - 1: j blocks; 0: every count) are the item widths the
+// K loop is compiled for, an item running at the narrowest one that holds its blocks.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
-          bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false>
+          bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
+          unsigned kWidths_ = 0>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -69,6 +72,12 @@ struct WgmmaConfig {
   static constexpr bool kTopkSum = kTopkSum_;
   static constexpr bool kDynamic = kDynamic_;  // items from a global counter (args.counters)
   static constexpr bool kTmaRows = kTmaRows_;  // activation rows by tensor copies (args.a_rows)
+  // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
+  // extra blocks' rows are padding, computed and never stored). ptxas pipelines the wgmmas of a
+  // few widths up to 144 tokens; with every width up to 168 it serializes them (C7512).
+  static constexpr bool compiled_width(int j) {
+    return kWidths_ == 0 || j >= kItems_ || ((kWidths_ >> (j - 1)) & 1u);
+  }
   static_assert(!(kSiluMul && kTopkSum), "SiLU-and-mul belongs to gate_up, the top-k sum to down");
   static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
@@ -787,17 +796,18 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
 }
 
-// consume_item for an item of `nsub` blocks (kJ..kItems): one instantiation per token count.
+// consume_item for an item of `nsub` blocks (kJ..kItems): one instantiation per compiled width,
+// the narrowest that holds the item's blocks.
 template <class Cfg, int kJ = 1>
 __device__ __forceinline__ void consume_item_of(int nsub, const Args& args, uint8_t* smem, ConsumerState<Cfg>& st,
                                                 Ring& ring, int ntile, uint8_t* epi, int warp, int lane) {
   if constexpr (kJ < Cfg::kItems) {
-    if (nsub != kJ) {
+    if (!Cfg::compiled_width(kJ) || nsub > kJ) {
       consume_item_of<Cfg, kJ + 1>(nsub, args, smem, st, ring, ntile, epi, warp, lane);
       return;
     }
   }
-  consume_item<Cfg, kJ * Cfg::kBM>(args, smem, st, ring, ntile, epi, warp, lane);
+  if constexpr (Cfg::compiled_width(kJ)) consume_item<Cfg, kJ * Cfg::kBM>(args, smem, st, ring, ntile, epi, warp, lane);
 }
 
 template <class Cfg>
