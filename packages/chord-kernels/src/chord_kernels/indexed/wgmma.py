@@ -39,9 +39,9 @@ WIDE_SHORT_K = 2048
 """Up to this K (the down GEMMs) the wide items are at most six blocks (144 tokens) with K loops
 for :data:`WIDE_SHORT_K_WIDTHS` only, which ptxas pipelines: seven blocks at every width serialize
 every wgmma (C7512). Measured on Kimi's down GEMMs at 121-150 rows per expert: 14-17 % faster up to
-128 rows, level at 149 (an expert past 144 rows takes a second item); gate_up (K = 7168) was 3-7 %
-slower on any item shape that compiles without serialization, so it keeps the seven blocks
-(docs/optimization.md, session 14)."""
+128 rows, level at 149 (an expert past 144 rows takes a second item); gate_up (K = 7168) was slower
+on every item shape tried that compiles without serialization (+1 to +33 %), so it keeps the seven
+blocks (docs/optimization.md, session 14)."""
 WIDE_SHORT_K_WIDTHS = (1, 3, 5, 6)
 """Block counts of those items' K loops: 5 and 6 for most experts, 1 and 3 for the rest of an
 expert past 144 rows (four widths still compile without serialization; five do not)."""
