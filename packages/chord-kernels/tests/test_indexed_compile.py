@@ -42,10 +42,9 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill", log)]
         assert spills and not any(spills), f"{cfg} on {arch} spills registers:\n{log}"
         if isinstance(cfg, WgmmaConfig):
-            # ptxas serializes every wgmma when the pipeline's registers do not fit: only the wide
-            # items (24 x 7) still do (docs/optimization.md, session 8).
-            serialized = "C7511" in log or "C7512" in log
-            assert serialized == (cfg.weight_ring and cfg.items == 7), f"{cfg}: wgmma serialized={serialized}\n{log}"
+            # ptxas serializes every wgmma when the pipeline's registers do not fit (docs/optimization.md,
+            # sessions 8, 14 and 16): no default configuration does.
+            assert "C7511" not in log and "C7512" not in log, f"{cfg}: wgmma serialized\n{log}"
         regs = int(re.search(r"Used (\d+) registers", log).group(1))
         assert regs * cfg.threads * cfg.ctas_per_sm <= 65536, f"{cfg}: {regs} registers limit occupancy"
 

@@ -189,8 +189,11 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 
 
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
+    from chord_kernels.indexed.planner import config_for_rows, configs_for
     from chord_kernels.indexed.wgmma import (
         SMEM_LIMIT,
+        WIDE_CONSUMER_REGS,
+        WIDE_SEVEN_WIDTHS,
         WIDE_SHORT_K,
         WIDE_SHORT_K_WIDTHS,
         WgmmaConfig,
@@ -204,7 +207,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             assert cfg.mt * cfg.tile <= 352  # accumulator registers
             wide = 7 if k > WIDE_SHORT_K else 6
             assert cfg.items == {heuristics.PREFILL_BLOCK: 2, heuristics.WIDE_BLOCK: wide}.get(bm, 1)
-            assert cfg.widths == (WIDE_SHORT_K_WIDTHS if bm == heuristics.WIDE_BLOCK and k <= WIDE_SHORT_K else ())
+            if bm == heuristics.WIDE_BLOCK:
+                assert cfg.widths == (WIDE_SHORT_K_WIDTHS if k <= WIDE_SHORT_K else WIDE_SEVEN_WIDTHS)
+                assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
+            else:
+                assert cfg.widths == () and cfg.consumer_regs == 216
             assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
             assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K)
             assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
@@ -247,6 +254,24 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     for widths in ((3, 1, 6), (1, 5), (0, 6), (6, 6)):
         with pytest.raises(ChordInputError, match="widths"):
             WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=6, weight_ring=True, widths=widths)
+    # Registers moved from the producer to the consumers: a template argument only when not the default.
+    seven = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK)
+    assert seven.compiled_widths == (6, 7) and seven.template_args().endswith(", 96u, 224")
+    # The down GEMMs take seven-block items from WIDE_SEVEN_MIN_TOK_E rows per expert (the plan's
+    # configs_for lists both, so prepare() loads both), nothing else depends on tok_e.
+    down_six, down_seven = (choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, tok_e) for tok_e in (134.0, 134.5))
+    assert down_six.items == 6
+    assert down_six == choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK)
+    assert (down_seven.items, down_seven.widths, down_seven.consumer_regs) == (7, (6, 7), 224)
+    assert configs_for(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a") == (down_six, down_seven)
+    assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 150.0) == down_seven
+    assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
+    assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
+    assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
+    assert configs_for(7168, 2048, 32, "sm_90a") == (choose_wgmma_config(7168, 2048, 32),)
+    for regs in (220, 120, 248):
+        with pytest.raises(ChordInputError, match="consumer_regs"):
+            WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, consumer_regs=regs)
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

@@ -71,6 +71,9 @@ SCASES = [
     # I = 192 (three 64-channel output blocks: the last N tile's second warpgroup has none), expert_map.
     SCase(Case("odd_blocks_expert_map_bm32", 16, 384, 640, 200, 4, block_m=32, routing="mapped"), True),
     SCase(Case("hot_expert_wide", 4, 256, 512, 500, 1, block_m=24, routing="hot"), True),
+    # The seven-block items at two pipelined widths (6 and 7 blocks, 224 consumer registers): most
+    # Kimi EP8 experts at 150 rows in one item, the rest of the others in a second one at width 6.
+    SCase(Case("ep8_gate_up_wide_tok150", 48, 4096, 7168, 48 * 150, 1, block_m=24), True),
     SCase(Case("empty_experts_short_k_tile", 8, 256, 1056, 90, 2, block_m=56, routing="sparse"), True),
     SCase(Case("one_consumer_m1", 6, 256, 256, 1, 2, block_m=40), True,
           WgmmaConfig(40, 2, 256, 3, consumers=1, silu_mul=True)),

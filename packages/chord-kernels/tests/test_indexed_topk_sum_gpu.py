@@ -41,6 +41,9 @@ TCASES = [
     TCase(Case("ep8_down_wide_mapped", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), True,
           WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, dynamic=True)),
     TCase(Case("ep8_down_wide_planned", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), False),
+    # From 134 rows per expert gemm_topk_sum plans the down's seven-block items (widths 6 and 7,
+    # 224 consumer registers): 150 rows, experts past 168 rows in two items.
+    TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
     TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True),
     # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks.

@@ -103,6 +103,14 @@ WCASES = [
           WgmmaConfig(24, 2, 128, 3, items=6, weight_ring=True, widths=(1, 3, 5, 6))),
     WCase(Case("widths_one_tile_edges", 6, 72, 1056, 300, 2, block_m=24, routing="mapped", weighted=True),
           WgmmaConfig(24, 1, 128, 3, items=6, weight_ring=True, widths=(2, 6))),
+    # The seven-block items at widths 6 and 7 with 224 consumer registers (gate_up's: K > 2048):
+    # the Kimi EP8 gate_up at 150 rows per expert (runs past seven blocks split, their rest at
+    # width 6), a hot expert under an expert map, one tile per warpgroup with an odd K.
+    WCase(Case("widths67_ep8_gate_up_tok150", 48, 4096, 7168, 48 * 150, 1, block_m=24)),
+    WCase(Case("widths67_hot_expert_mapped", 16, 192, 640, 600, 2, block_m=24, routing="hot"),
+          WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, widths=(6, 7), consumer_regs=224)),
+    WCase(Case("widths67_one_tile_edges", 6, 72, 1056, 300, 2, block_m=24, routing="mapped", weighted=True),
+          WgmmaConfig(24, 1, 128, 3, items=7, weight_ring=True, widths=(6, 7), consumer_regs=224)),
 ]
 
 

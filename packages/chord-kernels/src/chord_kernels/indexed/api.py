@@ -34,6 +34,7 @@ from chord_kernels.indexed.planner import (
     LaunchPlan,
     cached_plan,
     check_block_m,
+    config_for_rows,
     configs_for,
     routing_capacity,
     shape_workspace_bytes,
@@ -291,11 +292,12 @@ def gemm_topk_sum(
         require_tensor("expert_map", expert_map, dtype=(torch.int32, torch.int64), ndim=1, device=a.device)
         expert_map = expert_map.to(torch.int32).contiguous()
     out = output_tensor(out, (tokens, weight.n), dtype=torch.bfloat16, device=a.device, contiguous=True)
-    reduce = _TopkSum(topk_ids.to(torch.int32).contiguous(), expert_map,
-                      expert_map.numel() if expert_map is not None else weight.num_experts, out)
+    global_experts = expert_map.numel() if expert_map is not None else weight.num_experts
+    reduce = _TopkSum(topk_ids.to(torch.int32).contiguous(), expert_map, global_experts, out)
     run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m, top_k=1,
              topk_weights=topk_weights, out=slot_rows, config=config, workspace=workspace, topk_sum=reduce,
-             block_rows=routing_order, num_slots=tokens * top_k if routing_order else None)
+             block_rows=routing_order, num_slots=tokens * top_k if routing_order else None,
+             tok_e=tokens * top_k / max(1, global_experts))
     return out
 
 
@@ -336,6 +338,7 @@ def run_gemm(
     block_rows: bool = False,
     out_position: bool = False,
     num_slots: int | None = None,
+    tok_e: float | None = None,
 ) -> torch.Tensor:
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
     the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
@@ -344,7 +347,8 @@ def run_gemm(
     ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
     with tensor copies; ``num_slots`` is then the routing's slot count where it is not
     ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
-    position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says)."""
+    position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says).
+    ``tok_e``: the expected rows per expert, which some shapes plan on (where ``config`` is None)."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
@@ -394,6 +398,8 @@ def run_gemm(
             topk_sum.out.zero_()
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
+    if config is None and tok_e is not None:  # the expected rows per expert may pick another config
+        config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
     target = out  # what the kernel writes
     if activation:

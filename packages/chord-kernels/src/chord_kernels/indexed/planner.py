@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -175,13 +176,22 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
 
 
+def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
+    """The configuration :func:`plan` would pick knowing the expected rows per expert ``tok_e``,
+    where that differs from its default (the down GEMMs' seven-block wide items), else None."""
+    if not _uses_wgmma(block_m, k, arch):
+        return None
+    cfg = choose_wgmma_config(n, k, block_m, tok_e)
+    return None if cfg == choose_wgmma_config(n, k, block_m) else cfg
+
+
 @functools.lru_cache(maxsize=1024)
 def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, ...]:
     """Every configuration :func:`plan` may return for this shape, whatever the routing capacity
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
     if _uses_wgmma(block_m, k, arch):
-        return (choose_wgmma_config(n, k, block_m),)
+        return tuple(dict.fromkeys(choose_wgmma_config(n, k, block_m, tok_e) for tok_e in (None, math.inf)))
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
     if cfg.schedule == "balanced":

@@ -36,15 +36,27 @@ experts in runs of up to 2 items; beyond, the kernel walks every routing block).
 
 
 WIDE_SHORT_K = 2048
-"""Up to this K (the down GEMMs) the wide items are at most six blocks (144 tokens) with K loops
-for :data:`WIDE_SHORT_K_WIDTHS` only, which ptxas pipelines: seven blocks at every width serialize
-every wgmma (C7512). Measured on Kimi's down GEMMs at 121-150 rows per expert: 14-17 % faster up to
-128 rows, level at 149 (an expert past 144 rows takes a second item); gate_up (K = 7168) was slower
-on every item shape tried that compiles without serialization (+1 to +33 %), so it keeps the seven
-blocks (docs/optimization.md, session 14)."""
+"""Up to this K (the down GEMMs) the wide items are six blocks (144 tokens) with K loops for
+:data:`WIDE_SHORT_K_WIDTHS` (up to :data:`WIDE_SEVEN_MIN_TOK_E` rows per expert). Measured on Kimi's
+down GEMMs at 121-150 rows per expert against seven blocks at every width (ptxas serializing every
+wgmma, C7512): 14-17 % faster up to 128 rows, level at 149 (an expert past 144 rows takes a second
+item) (docs/optimization.md, session 14)."""
 WIDE_SHORT_K_WIDTHS = (1, 3, 5, 6)
 """Block counts of those items' K loops: 5 and 6 for most experts, 1 and 3 for the rest of an
 expert past 144 rows (four widths still compile without serialization; five do not)."""
+WIDE_SEVEN_WIDTHS = (6, 7)
+"""Block counts of the seven-block items' K loops (gate_up beyond :data:`WIDE_SHORT_K`; down from
+:data:`WIDE_SEVEN_MIN_TOK_E` rows per expert): an item of up to six blocks runs at six. With every
+width ptxas serializes every wgmma (C7512); with these two and :data:`WIDE_CONSUMER_REGS` it
+pipelines them: gate_up 6-11 % faster at 121-149 rows per expert (docs/optimization.md, session 16)."""
+WIDE_CONSUMER_REGS = 224
+"""Consumer registers of the seven-block items (216 elsewhere): the room ptxas needs to pipeline two
+168-token widths (the producer keeps 56)."""
+WIDE_SEVEN_MIN_TOK_E = 134.0
+"""Beyond this many rows per expert the down GEMMs (K <= :data:`WIDE_SHORT_K`) take seven-block
+items too: 5-16 % faster at 136-149 rows per expert, where many experts pass 144 rows; at 121-128
+level in one run, up to 8 % slower in another (session 16). Known where the layer's top-k ids are
+(:func:`gemm_topk_sum`)."""
 
 
 def _align(x: int, to: int) -> int:
@@ -65,7 +77,8 @@ class WgmmaConfig:
     grouped modes), loaded with one tensor copy per block and 64-K slice (the launch passes the
     tensor map of ``a``, :func:`rows_descriptor`) instead of gathered row by row; ``widths``: the
     block counts the K loop is compiled for (``items`` always among them; empty: every count), an
-    item running at the narrowest that holds its blocks."""
+    item running at the narrowest that holds its blocks; ``consumer_regs``: registers per consumer
+    thread after ``setmaxnreg`` (the producer warpgroup gets the rest of the launch's pool)."""
 
     block_m: int
     mt: int = 1
@@ -79,6 +92,7 @@ class WgmmaConfig:
     dynamic: bool = False
     tma_rows: bool = False
     widths: tuple[int, ...] = ()
+    consumer_regs: int = 216
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -102,6 +116,9 @@ class WgmmaConfig:
         if self.widths and (list(self.widths) != sorted(set(self.widths)) or self.widths[0] < 1
                             or self.widths[-1] != self.items):
             raise ChordInputError(f"widths: expected ascending block counts ending at items={self.items}, got {self}")
+        if self.consumer_regs % 8 or not 128 <= self.consumer_regs <= 240:
+            raise ChordInputError(f"consumer_regs: expected a multiple of 8 in [128, 240] (the producer keeps at "
+                                  f"least 24), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -180,7 +197,8 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, {mask}u"
+        regs = f", {self.consumer_regs}" if self.consumer_regs != 216 else ""
+        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, {mask}u{regs}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -249,8 +267,9 @@ def wgmma_kernel(config: WgmmaConfig) -> CudaKernel:
     return CudaKernel(name="indexed_wgmma", source=config.source(), entry=ENTRY, arch=ARCH)
 
 
-def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
-    """Default WGMMA configuration for ``N x K`` with ``block_m``-token routing blocks.
+def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None) -> WgmmaConfig:
+    """Default WGMMA configuration for ``N x K`` with ``block_m``-token routing blocks (``tok_e``:
+    the expected rows per expert, where known).
 
     Measured on the H200 (docs/optimization.md): two 64-channel tiles per consumer warpgroup
     (256-channel CTA tiles: each B tile read from shared memory feeds twice the MMAs; one tile,
@@ -259,16 +278,19 @@ def choose_wgmma_config(n: int, k: int, block_m: int) -> WgmmaConfig:
     take several consecutive blocks of an expert per work item (one weight pass for all of them):
     24-token blocks up to 168 tokens on 128-wide activation stages (the widest item whose
     accumulators fit the registers and whose three stages fit shared memory) with the weights in
-    their own ring of 256-K tiles (one bulk copy per block), up to 144 tokens at four widths only
-    where K <= :data:`WIDE_SHORT_K`, 64-token blocks up to 128 tokens on 256-wide stages. One tile
+    their own ring of 256-K tiles (one bulk copy per block), compiled at widths 6 and 7 blocks,
+    except up to 144 tokens at four widths where K <= :data:`WIDE_SHORT_K` and ``tok_e`` is at most
+    :data:`WIDE_SEVEN_MIN_TOK_E`, 64-token blocks up to 128 tokens on 256-wide stages. One tile
     per warpgroup beyond 128 tokens otherwise. Items from a global counter from
     :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
     """
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK:
-        short = k <= WIDE_SHORT_K
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6 if short else 7,
-                           weight_ring=True, dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS if short else ())
+        if k <= WIDE_SHORT_K and (tok_e is None or tok_e <= WIDE_SEVEN_MIN_TOK_E):
+            return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6, weight_ring=True,
+                               dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS)
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True,
+                           dynamic=dynamic, widths=WIDE_SEVEN_WIDTHS, consumer_regs=WIDE_CONSUMER_REGS)
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256

@@ -55,10 +55,12 @@ namespace chord::indexed {
 // kTmaRows routing block b's rows are rows block_first_row(b) on of `a`, loaded through the tensor
 // map args.a_rows (boxes of kBM rows x 64 K) whatever sorted_token_ids says (a padding row is
 // loaded, never stored); kWidths (bit j - 1: j blocks; 0: every count) are the item widths the
-// K loop is compiled for, an item running at the narrowest one that holds its blocks.
+// K loop is compiled for, an item running at the narrowest one that holds its blocks; kConsumerRegs
+// is each consumer thread's register count after setmaxnreg (ptxas pipelines the wgmmas of two
+// 168-token widths only with 224).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
-          unsigned kWidths_ = 0>
+          unsigned kWidths_ = 0, int kConsumerRegs_ = 216>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -155,10 +157,13 @@ struct WgmmaConfig {
   static constexpr int kFullArrivals = (kTmaRows ? 0 : 128) + 1;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
   // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
-  // ptxas's cap at one CTA per SM): 72 x 128 + 216 x 256 = 168 x 384. An increase beyond the pool
-  // would block forever. With one consumer warpgroup every thread already gets up to 255.
-  static constexpr int kProducerRegs = 72;
-  static constexpr int kConsumerRegs = 216;
+  // ptxas's cap at one CTA per SM): kConsumerRegs per consumer thread, the rest to the producer
+  // (72 x 128 + 216 x 256 = 168 x 384 by default). An increase beyond the pool would block forever.
+  // With one consumer warpgroup every thread already gets up to 255.
+  static constexpr int kConsumerRegs = kConsumerRegs_;
+  static constexpr int kProducerRegs = (168 * kThreads - kConsumerRegs * 128 * kConsumers) / 128 / 8 * 8;
+  static_assert(kConsumers == 1 || (kProducerRegs >= 24 && kConsumerRegs % 8 == 0 && kConsumerRegs <= 256),
+                "setmaxnreg takes multiples of 8 in [24, 256]");
   static_assert(kConsumers == 1 || kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 168 * kThreads,
                 "setmaxnreg beyond the launch register pool deadlocks");
 };
@@ -420,24 +425,45 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         // 128-byte-swizzled K-major tiles of the stage.
         const int chunk = lane % 8;
         const uint64_t act_policy = ptx::policy_evict_last();
-        const auto copy_row = [&](int row, int a_row) {
-          const __nv_bfloat16* src = args.a + static_cast<int64_t>(a_row) * args.k + k0 + 8 * chunk;
-          const uint32_t row_dst = dst + wgmma::sw128_offset(row, chunk);
+        // One row's 16-byte chunk of each 64-K slice of the stage (a slice past K is not copied).
+        const auto copy_row = [&](uint32_t row_dst, const char* src, bool whole) {
 #pragma unroll
           for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
-            if (k0 + sub * 64 + 8 * chunk < args.k) cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 64, act_policy);
+            if (whole || k0 + sub * 64 + 8 * chunk < args.k) {
+              cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 128, act_policy);
+            }
           }
         };
         if constexpr (kRowsInRegisters) {
 #pragma unroll
           for (int i = 0; i < kRowIters; ++i) {
-            if (a_rows[i] >= 0) copy_row(4 * pw + lane / 8 + 16 * i, a_rows[i]);  // -1: padding, never stored
+            const int row = 4 * pw + lane / 8 + 16 * i;
+            if (a_rows[i] >= 0) {  // -1: padding, never stored
+              copy_row(dst + wgmma::sw128_offset(row, chunk),
+                       reinterpret_cast<const char*>(args.a + static_cast<int64_t>(a_rows[i]) * args.k + k0 + 8 * chunk),
+                       false);
+            }
           }
         } else {
+          // The per-row work is what paces a wide item's stage (the loop was the producer's hottest
+          // code under ncu, session 16): every row of a thread has the same row % 8, hence the
+          // same swizzled chunk, 16 rows (2 KB) further on; its source is one 32 x 32 -> 64-bit
+          // multiply-add; the K bound is checked in an item's short last stage only.
+          const int row0 = 4 * pw + lane / 8;
+          const char* const a_stage = reinterpret_cast<const char*>(args.a + k0 + 8 * chunk);
+          const uint32_t a_stride = 2u * static_cast<uint32_t>(args.k);
+          const auto gather = [&](bool whole) {  // called with a constant: one loop without the checks
+            uint32_t row_dst = dst + wgmma::sw128_offset(row0, chunk);
 #pragma unroll 1
-          for (int row = 4 * pw + lane / 8; row < rows_used; row += 16) {
-            const int a_row = item_rows[row];
-            if (a_row >= 0) copy_row(row, a_row);
+            for (int row = row0; row < rows_used; row += 16, row_dst += 16 * 128) {
+              const int a_row = item_rows[row];
+              if (a_row >= 0) copy_row(row_dst, a_stage + static_cast<uint64_t>(static_cast<uint32_t>(a_row)) * a_stride, whole);
+            }
+          };
+          if (k0 + Cfg::kBK <= args.k) {
+            gather(true);
+          } else {
+            gather(false);
           }
         }
       }
