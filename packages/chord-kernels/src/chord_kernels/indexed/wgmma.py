@@ -284,9 +284,16 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     per warpgroup beyond 128 tokens otherwise. Items from a global counter from
     :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
     """
+    return _choose_wgmma_config(n, k, block_m, tok_e is not None and tok_e > WIDE_SEVEN_MIN_TOK_E)
+
+
+@functools.lru_cache(maxsize=1024)
+def _choose_wgmma_config(n: int, k: int, block_m: int, many_rows: bool) -> WgmmaConfig:
+    """:func:`choose_wgmma_config` (``many_rows``: more than :data:`WIDE_SEVEN_MIN_TOK_E` rows per
+    expert), cached: :func:`gemm_topk_sum` asks on every call."""
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK:
-        if k <= WIDE_SHORT_K and (tok_e is None or tok_e <= WIDE_SEVEN_MIN_TOK_E):
+        if k <= WIDE_SHORT_K and not many_rows:
             return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6, weight_ring=True,
                                dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS)
         return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True,
