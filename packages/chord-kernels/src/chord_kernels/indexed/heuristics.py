@@ -61,11 +61,12 @@ WGMMA_MIN_TOK_E = 9.0
 WIDE_BLOCK = 24
 """Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA
 kernel takes up to seven consecutive blocks of an expert per work item (168 tokens on 128-wide K
-stages, the weights in their own ring), so nearly every expert is one weight pass and the MMA
-width follows its rows in steps of 24 (a weight pass costs more than its MMAs; docs/optimization.md,
-sessions 6-7); the down GEMMs take up to six, at 1, 3, 5 or 6 blocks
-(:data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`, session 14). No other rule of the WGMMA
-profiles picks 24, so the block size tells the configuration apart."""
+stages, the weights in their own ring), so nearly every expert is one weight pass (a weight pass
+costs more than its MMAs; docs/optimization.md, sessions 6-7); the MMA width follows its rows in
+steps of the compiled widths (:data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_WIDTHS`; the down
+GEMMs up to :data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_MIN_TOK_E` rows per expert take up to
+six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). No other rule
+of the WGMMA profiles picks 24, so the block size tells the configuration apart."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster

@@ -293,11 +293,10 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, many_rows: bool) -> Wgmma
     expert), cached: :func:`gemm_topk_sum` asks on every call."""
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK:
-        if k <= WIDE_SHORT_K and not many_rows:
-            return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6, weight_ring=True,
-                               dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS)
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=7, weight_ring=True,
-                           dynamic=dynamic, widths=WIDE_SEVEN_WIDTHS, consumer_regs=WIDE_CONSUMER_REGS)
+        six = k <= WIDE_SHORT_K and not many_rows
+        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6 if six else 7,
+                           weight_ring=True, dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS if six else WIDE_SEVEN_WIDTHS,
+                           consumer_regs=216 if six else WIDE_CONSUMER_REGS)
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
