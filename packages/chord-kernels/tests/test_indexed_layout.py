@@ -191,6 +191,8 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     from chord_kernels.indexed.planner import config_for_rows, configs_for
     from chord_kernels.indexed.wgmma import (
+        PREFILL_ROW_WIDTHS,
+        ROW_WIDTHS_MIN_K,
         SMEM_LIMIT,
         WIDE_CONSUMER_REGS,
         WIDE_SEVEN_WIDTHS,
@@ -212,6 +214,13 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
             else:
                 assert cfg.widths == () and cfg.consumer_regs == 216
+            # Narrower token counts where the K loop commits per K step anyway (docs/optimization.md, session 17).
+            if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
+                assert cfg.row_widths == PREFILL_ROW_WIDTHS
+            elif cfg.mt == 2 and cfg.items == 1 and bm >= 72:
+                assert cfg.row_widths == (bm - 16, bm - 8)
+            else:
+                assert cfg.row_widths == (), cfg
             assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
             assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K)
             assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
@@ -268,6 +277,21 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
+    # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the
+    # consumer registers (then always written).
+    prefill = choose_wgmma_config(4096, 7168, heuristics.PREFILL_BLOCK)
+    assert prefill.row_widths == PREFILL_ROW_WIDTHS and prefill.wgmma_widths == (64, 96, 112, 128)
+    assert prefill.template_args().endswith(", 0u, 216, 10240u")  # bits 11 and 13: 96 and 112 tokens
+    assert prefill.topk_sum_twin(7168).row_widths == ()  # the 64 x 2 items spill next to the sum
+    b80 = choose_wgmma_config(7168, 2048, 80)
+    assert b80.wgmma_widths == (64, 72, 80) and b80.topk_sum_twin(7168).row_widths == (64, 72)
+    assert choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK).row_widths == ()  # K = 256
+    assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)
+    assert choose_wgmma_config(7168, 2048, 56).row_widths == ()  # per-K-group commits
+    for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):
+        with pytest.raises(ChordInputError, match="row_widths"):
+            WgmmaConfig(block_m=64, mt=2, items=2, stages=2, row_widths=bad)
+    assert WgmmaConfig(block_m=80, mt=2, stages=2, row_widths=(8, 72)).wgmma_widths == (8, 72, 80)
     assert configs_for(7168, 2048, 32, "sm_90a") == (choose_wgmma_config(7168, 2048, 32),)
     for regs in (220, 120, 248):
         with pytest.raises(ChordInputError, match="consumer_regs"):

@@ -68,6 +68,9 @@ SCASES = [
     SCase(Case("ep8_gate_up_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24), True),
     SCase(Case("ep8_gate_up_bm64_items2", 48, 4096, 7168, 9000, 1, block_m=64), True),
     SCase(Case("tp8_gate_up_bm48", 384, 512, 7168, 2048, 8, block_m=48), True),
+    # Row widths: 64 x 2 items at 96 and 112 tokens (85 rows per expert), 72-token blocks at 56 and 64.
+    SCase(Case("ep8_gate_up_bm64_rows_tok85", 48, 4096, 7168, 48 * 85, 1, block_m=64), True),
+    SCase(Case("tp8_gate_up_bm72_rows", 384, 512, 7168, 2400, 8, block_m=72), True),
     # I = 192 (three 64-channel output blocks: the last N tile's second warpgroup has none), expert_map.
     SCase(Case("odd_blocks_expert_map_bm32", 16, 384, 640, 200, 4, block_m=32, routing="mapped"), True),
     SCase(Case("hot_expert_wide", 4, 256, 512, 500, 1, block_m=24, routing="hot"), True),

@@ -46,6 +46,8 @@ TCASES = [
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
     TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True),
+    # The 80-token blocks keep their row widths (64 and 72 tokens) next to the sum.
+    TCase(Case("ep8_down_bm80_row_widths", 48, 7168, 2048, 48 * 60, 1, block_m=80), True),
     # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks.
     TCase(Case("odd_units_mapped_bm32", 16, 200, 640, 300, 4, block_m=32, routing="mapped"), True),
     # Every choice of every token on one expert (a token's rows in one item), empty experts + short K tile.

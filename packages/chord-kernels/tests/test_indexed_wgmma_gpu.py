@@ -111,6 +111,18 @@ WCASES = [
           WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, widths=(6, 7), consumer_regs=224)),
     WCase(Case("widths67_one_tile_edges", 6, 72, 1056, 300, 2, block_m=24, routing="mapped", weighted=True),
           WgmmaConfig(24, 1, 128, 3, items=7, weight_ring=True, widths=(6, 7), consumer_regs=224)),
+    # Row widths (an item at the narrowest compiled token count holding its last real row): the
+    # planned 80-token blocks (64 and 72) at 60 rows per expert and 64 x 2 items (96 and 112) at 85;
+    # a hot expert under an expert map; every count from 8 tokens in one- and two-block items with
+    # an odd K and a partial last N block.
+    WCase(Case("rows_ep8_gate_up_bm80_tok60", 48, 4096, 7168, 48 * 60, 1, block_m=80)),
+    WCase(Case("rows_ep8_down_bm64_tok85_weighted", 48, 7168, 2048, 48 * 85, 1, block_m=64, weighted=True)),
+    WCase(Case("rows_hot_expert_mapped", 16, 192, 640, 600, 2, block_m=72, routing="hot"),
+          WgmmaConfig(72, 2, 256, 2, row_widths=(56, 64))),
+    WCase(Case("rows_every_count_edges", 6, 264, 1056, 300, 2, block_m=40, routing="mapped", weighted=True),
+          WgmmaConfig(40, 2, 256, 2, row_widths=(8, 16, 24, 32))),
+    WCase(Case("rows_items2_every_count", 6, 264, 1056, 700, 2, block_m=64, weighted=True),
+          WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 40, 72, 96, 120))),
 ]
 
 
@@ -143,6 +155,33 @@ def test_wgmma_gemm_matches_reference(wcase: WCase) -> None:
     if case.routing == "mapped":
         assert zero_rows.any()
         assert (outs[0][zero_rows] == 0).all(), "rows of non-local experts must be zero"
+
+
+@pytest.mark.parametrize("config", [WgmmaConfig(80, 2, 256, 2, dynamic=True, row_widths=(8, 24, 40, 64, 72)),
+                                    WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 48, 96, 112))],
+                         ids=["bm80", "bm64_items2"])
+def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
+    """An item computed at a narrower token count than its blocks gives the very bits of the
+    full-width item (a wgmma's columns are independent): Poisson rows of 1 .. 2 blocks per expert,
+    top-k weights, poisoned outputs."""
+    gen = torch.Generator(device="cuda").manual_seed(23 + config.items)
+    e, n, k, top_k = 48, 1024, 2048, 1
+    rows = e * config.tile * 2 // 3
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.randint(0, e, (rows, top_k), generator=gen, device="cuda")
+    r = align_block_size(ids, config.block_m, e)
+    a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(rows, top_k, generator=gen, device="cuda")
+    outs = []
+    for cfg in (config, dataclasses.replace(config, row_widths=())):
+        out = torch.full((rows * top_k, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=config.block_m, top_k=top_k,
+             topk_weights=tw, out=out, config=cfg)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert not outs[0].isnan().any()
+    assert torch.equal(outs[0], outs[1]), "row widths changed the result"
 
 
 @pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "dynamic"])

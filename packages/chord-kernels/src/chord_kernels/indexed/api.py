@@ -276,8 +276,13 @@ def gemm_topk_sum(
     ``slot_rows`` (bf16 ``[M * top_k, N]``, allocated when None) holds the unreduced rows on the way.
     ``routing_order``: ``a`` holds one row per routing entry instead (``[num_blocks * block_m, K]``,
     what :func:`gemm` writes with ``out_position``; WGMMA block sizes), loaded block by block with
-    tensor copies.
+    tensor copies; the two steps only (a ``topk_sum`` config is refused).
     """
+    if routing_order and isinstance(config, WgmmaConfig) and config.topk_sum:
+        # Measured wrong (rows never written, sums that change from run to run) in session 17; the
+        # default two steps are right and faster (docs/optimization.md, sessions 8 and 17).
+        raise ChordInputError(f"config: {config} sums the top-k in its epilogue, which takes rows in slot order; "
+                              "routing_order=True needs the default two steps (config without topk_sum)")
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=a.device)

@@ -59,6 +59,33 @@ level in one run, up to 8 % slower in another (session 16). Known where the laye
 (:func:`gemm_topk_sum`)."""
 
 
+PREFILL_ROW_WIDTHS = (96, 112)
+"""Token counts the 64 x 2 prefill items' K loop is also compiled for (besides 64 and 128), where K >
+:data:`ROW_WIDTHS_MIN_K`: an expert whose last item holds 65-112 rows then computes 96 or 112 wgmma
+columns instead of 128. Measured 3-11 % faster per GEMM at 85-341 rows per expert (EP8) and 4096-8192
+tokens (TP8 gate_up); three counts (80, 96, 112) measured no better (docs/optimization.md, session 17)."""
+ROW_WIDTHS_MIN_K = 256
+"""The 64 x 2 items' row widths only above this K: at K = 256 (TP8's down, one stage per item) they
+measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
+
+
+def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
+    """Row widths (:class:`WgmmaConfig`) of the default configurations. Only where the K loop
+    already commits its wgmmas per K step (two tiles per warpgroup, ``mt * tile >= 128``): with
+    per-K-group commits a second width serializes every wgmma (C7512), and per-step commits cost
+    those narrower tiles 10-15 %. And where the count saves columns often: the 72- and 80-token
+    blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less, 2-10 %
+    faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
+    :data:`ROW_WIDTHS_MIN_K` (docs/optimization.md, session 17)."""
+    if mt != 2 or mt * block_m * items < 128:
+        return ()
+    if items == 1 and block_m >= 72:
+        return (block_m - 16, block_m - 8)
+    if items == 2 and block_m == PREFILL_BLOCK and k > ROW_WIDTHS_MIN_K:
+        return PREFILL_ROW_WIDTHS
+    return ()
+
+
 def _align(x: int, to: int) -> int:
     return (x + to - 1) // to * to
 
@@ -78,7 +105,9 @@ class WgmmaConfig:
     tensor map of ``a``, :func:`rows_descriptor`) instead of gathered row by row; ``widths``: the
     block counts the K loop is compiled for (``items`` always among them; empty: every count), an
     item running at the narrowest that holds its blocks; ``consumer_regs``: registers per consumer
-    thread after ``setmaxnreg`` (the producer warpgroup gets the rest of the launch's pool)."""
+    thread after ``setmaxnreg`` (the producer warpgroup gets the rest of the launch's pool);
+    ``row_widths``: token counts between those (multiples of 8 below the widest item) the K loop is
+    also compiled for, an item then running at the narrowest count that holds its last real row."""
 
     block_m: int
     mt: int = 1
@@ -93,6 +122,7 @@ class WgmmaConfig:
     tma_rows: bool = False
     widths: tuple[int, ...] = ()
     consumer_regs: int = 216
+    row_widths: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -116,6 +146,11 @@ class WgmmaConfig:
         if self.widths and (list(self.widths) != sorted(set(self.widths)) or self.widths[0] < 1
                             or self.widths[-1] != self.items):
             raise ChordInputError(f"widths: expected ascending block counts ending at items={self.items}, got {self}")
+        if self.row_widths and (list(self.row_widths) != sorted(set(self.row_widths))
+                                or any(w % 8 or not 8 <= w < self.tile or w % self.block_m == 0
+                                       for w in self.row_widths)):
+            raise ChordInputError(f"row_widths: expected ascending multiples of 8 below the widest item "
+                                  f"({self.tile} tokens) that are not whole blocks of {self.block_m}, got {self}")
         if self.consumer_regs % 8 or not 128 <= self.consumer_regs <= 240:
             raise ChordInputError(f"consumer_regs: expected a multiple of 8 in [128, 240] (the producer keeps at "
                                   f"least 24), got {self}")
@@ -177,16 +212,22 @@ class WgmmaConfig:
     def topk_sum_twin(self, n: int) -> WgmmaConfig | None:
         """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
         = 0) with room for the work-item list; None where the sum must run as a second step, among
-        them items compiled at a few widths (their accumulators leave the sum no registers)."""
+        them items compiled at a few widths (their accumulators leave the sum no registers). Row
+        widths stay on one-block items only: the 64 x 2 items' spill next to the sum."""
         if self.silu_mul or n % 8 or self.widths:
             return None
-        twin = dataclasses.replace(self, topk_sum=True)
+        twin = dataclasses.replace(self, topk_sum=True, row_widths=self.row_widths if self.items == 1 else ())
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
     def workspace(self, grid: int) -> WorkspaceLayout:
         """The dynamic schedule's two counters (next item, CTAs done); none for the strided one."""
         del grid
         return WorkspaceLayout(counters=2 if self.dynamic else 0)
+
+    @property
+    def wgmma_widths(self) -> tuple[int, ...]:
+        """The wgmma N of every K loop compiled (tokens)."""
+        return tuple(sorted((*self.row_widths, *(self.block_m * j for j in self.compiled_widths))))
 
     @property
     def compiled_widths(self) -> tuple[int, ...]:
@@ -197,15 +238,17 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        regs = f", {self.consumer_regs}" if self.consumer_regs != 216 else ""
-        return f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, {mask}u{regs}"
+        regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths else ""
+        rows = f", {sum(1 << (w // 8 - 1) for w in self.row_widths)}u" if self.row_widths else ""
+        return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
+                f"{mask}u{regs}{rows}")
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
         entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);")
         return _SOURCE.format(
             prelude=prelude(), template_args=self.template_args(), threads=self.threads,
-            register_a="".join(_register_a_mma(self.block_m * j) for j in self.compiled_widths),
+            register_a="".join(_register_a_mma(n) for n in self.wgmma_widths),
             smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
         ) + entry
 
@@ -282,7 +325,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     except up to 144 tokens at four widths where K <= :data:`WIDE_SHORT_K` and ``tok_e`` is at most
     :data:`WIDE_SEVEN_MIN_TOK_E`, 64-token blocks up to 128 tokens on 256-wide stages. One tile
     per warpgroup beyond 128 tokens otherwise. Items from a global counter from
-    :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on.
+    :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on. The 72- and 80-token blocks and the
+    64 x 2 items also compile narrower token counts (:func:`_row_widths`).
     """
     return _choose_wgmma_config(n, k, block_m, tok_e is not None and tok_e > WIDE_SEVEN_MIN_TOK_E)
 
@@ -306,4 +350,5 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, many_rows: bool) -> Wgmma
         stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
-    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic)
+    return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
+                       row_widths=_row_widths(block_m, items, mt, k))

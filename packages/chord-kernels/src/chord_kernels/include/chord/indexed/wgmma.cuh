@@ -57,10 +57,12 @@ namespace chord::indexed {
 // loaded, never stored); kWidths (bit j - 1: j blocks; 0: every count) are the item widths the
 // K loop is compiled for, an item running at the narrowest one that holds its blocks; kConsumerRegs
 // is each consumer thread's register count after setmaxnreg (ptxas pipelines the wgmmas of two
-// 168-token widths only with 224).
+// 168-token widths only with 224); kRowWidths (bit j - 1: 8 j tokens) are token counts between
+// those the K loop is also compiled for: an item then runs at the narrowest compiled count that
+// holds its last real row, so a part-filled block costs only the wgmma columns it needs.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
-          unsigned kWidths_ = 0, int kConsumerRegs_ = 216>
+          unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -80,6 +82,13 @@ struct WgmmaConfig {
   static constexpr bool compiled_width(int j) {
     return kWidths_ == 0 || j >= kItems_ || ((kWidths_ >> (j - 1)) & 1u);
   }
+  static constexpr unsigned kRowWidths = kRowWidths_;
+  // Whether the K loop is compiled for 8 j tokens: a compiled block count, or one of kRowWidths.
+  static constexpr bool compiled_tokens(int j) {
+    return (8 * j % kBM_ == 0 && compiled_width(8 * j / kBM_)) || ((kRowWidths_ >> (j - 1)) & 1u);
+  }
+  static_assert(kBM_ * kItems_ / 8 > 32 || (kRowWidths_ >> (kBM_ * kItems_ / 8 - 1)) == 0,
+                "row widths: narrower than the widest item");
   static_assert(!(kSiluMul && kTopkSum), "SiLU-and-mul belongs to gate_up, the top-k sum to down");
   static_assert(!kSiluMul || kMT_ == 2, "SiLU-and-mul pairs each warpgroup's gate tile with its up tile");
   static_assert(!kWeightRing || kBK_ == 128, "the weight ring holds whole 256-K tiles under 128-K stages");
@@ -94,8 +103,9 @@ struct WgmmaConfig {
   // One wgmma commit group per K step instead of per K group (consume_group_by_step) from 128
   // accumulators x tokens up: there ptxas cannot fit an A buffer per K group of a stage next to
   // the accumulators and would serialize every wgmma (C7511/C7512); below, the per-group commits
-  // measured faster (docs/optimization.md, session 8).
-  static constexpr bool kCommitPerStep = kMT * kTile >= 128;
+  // measured faster (docs/optimization.md, session 8), except with kRowWidths, whose second width
+  // serializes the per-group commits (session 17).
+  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kRowWidths_ != 0;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
   __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
@@ -127,7 +137,7 @@ struct WgmmaConfig {
   struct alignas(16) Header {
     int item;   // work item (-1: no more work)
     int ntile;  // N tile of the item
-    int nsub;   // routing blocks of the item (1..kItems)
+    int width;  // with kRowWidths its tokens up to its last real row, else its blocks (1..kItems)
     int block;  // its first routing block (row r's routing position: block * kBM + r)
     int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
     float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
@@ -296,6 +306,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       Header& h = headers[stage];
       if (kc == 0) {
         if (pw == 0) {
+          int last_real = -1;  // the item's last row with a real slot
           if (!done) {
             // The item's slots and top-k weights (and, summing the top-k, its tokens' local slots),
             // read once per item (all loads of a lane in flight together) into its first stage's
@@ -314,6 +325,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
               for (int r = 0; r < kBatch; ++r) {
                 const int row = lane + 32 * (r0 + r);
                 const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
+                if (Cfg::kRowWidths != 0 && real) last_real = row;
                 if (row < Cfg::kTile) {
                   h.slots[row] = slot[r];
                   item_rows[row] = real ? slot[r] / args.top_k : -1;
@@ -325,10 +337,11 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
               }
             }
           }
+          const int width = Cfg::kRowWidths != 0 ? __reduce_max_sync(0xffffffffu, last_real) + 1 : nsub;
           if (lane == 0) {
             h.item = done ? -1 : item;
             h.ntile = ntile;
-            h.nsub = nsub;
+            h.width = width;
             h.block = block;
           }
         }
@@ -822,18 +835,20 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
 }
 
-// consume_item for an item of `nsub` blocks (kJ..kItems): one instantiation per compiled width,
-// the narrowest that holds the item's blocks.
-template <class Cfg, int kJ = 1>
-__device__ __forceinline__ void consume_item_of(int nsub, const Args& args, uint8_t* smem, ConsumerState<Cfg>& st,
+// consume_item for an item of `width` (Header::width: blocks, or with kRowWidths tokens): one
+// instantiation per compiled token count (kN..), the narrowest that holds it.
+template <class Cfg, int kN = (Cfg::kRowWidths != 0 ? 8 : Cfg::kBM)>
+__device__ __forceinline__ void consume_item_of(int width, const Args& args, uint8_t* smem, ConsumerState<Cfg>& st,
                                                 Ring& ring, int ntile, uint8_t* epi, int warp, int lane) {
-  if constexpr (kJ < Cfg::kItems) {
-    if (!Cfg::compiled_width(kJ) || nsub > kJ) {
-      consume_item_of<Cfg, kJ + 1>(nsub, args, smem, st, ring, ntile, epi, warp, lane);
+  constexpr int kStep = Cfg::kRowWidths != 0 ? 8 : Cfg::kBM;  // tokens from one count to the next
+  constexpr int kUnit = Cfg::kRowWidths != 0 ? 1 : Cfg::kBM;  // tokens per unit of width
+  if constexpr (kN < Cfg::kTile) {
+    if (!Cfg::compiled_tokens(kN / 8) || width * kUnit > kN) {
+      consume_item_of<Cfg, kN + kStep>(width, args, smem, st, ring, ntile, epi, warp, lane);
       return;
     }
   }
-  if constexpr (Cfg::compiled_width(kJ)) consume_item<Cfg, kJ * Cfg::kBM>(args, smem, st, ring, ntile, epi, warp, lane);
+  if constexpr (Cfg::compiled_tokens(kN / 8)) consume_item<Cfg, kN>(args, smem, st, ring, ntile, epi, warp, lane);
 }
 
 template <class Cfg>
@@ -852,7 +867,7 @@ __device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) 
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const Header& h = headers[ring.stage];
     if (h.item < 0) break;
-    consume_item_of<Cfg>(h.nsub, args, smem, st, ring, h.ntile, epi, warp, lane);
+    consume_item_of<Cfg>(h.width, args, smem, st, ring, h.ntile, epi, warp, lane);
   }
 }
 
