@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -33,17 +35,19 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
     # The grouped modes' tensor-copy twins (one of each item shape: their producers differ).
     configs += [dataclasses.replace(c, tma_rows=True) for c in configs
                 if isinstance(c, WgmmaConfig) and c.block_m in (16, 24, 32, 64, 80) and not c.topk_sum]
-    for cfg in configs:
-        kernel = CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
-                            flags=("-Xptxas", "-v"))
-        cubin = kernel.compile(arch)
+    kernels = [CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
+                          flags=("-Xptxas", "-v")) for cfg in configs]
+    # One nvcc per core: the WGMMA configurations with several K loops take ptxas tens of seconds each.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        cubins = list(pool.map(lambda kernel: kernel.compile(arch), kernels))
+    for cfg, cubin in zip(configs, cubins, strict=True):
         assert cubin.read_bytes()[:4] == b"\x7fELF"
         log = json.loads(cubin.with_suffix(".json").read_text())["log"]
         spills = [int(x) for x in re.findall(r"(\d+) bytes spill", log)]
         assert spills and not any(spills), f"{cfg} on {arch} spills registers:\n{log}"
         if isinstance(cfg, WgmmaConfig):
             # ptxas serializes every wgmma when the pipeline's registers do not fit (docs/optimization.md,
-            # sessions 8, 14 and 16): no default configuration does.
+            # sessions 8, 14, 16 and 17): no default configuration does.
             assert "C7511" not in log and "C7512" not in log, f"{cfg}: wgmma serialized\n{log}"
         regs = int(re.search(r"Used (\d+) registers", log).group(1))
         assert regs * cfg.threads * cfg.ctas_per_sm <= 65536, f"{cfg}: {regs} registers limit occupancy"
