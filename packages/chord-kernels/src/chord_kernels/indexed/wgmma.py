@@ -73,10 +73,11 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     """Row widths (:class:`WgmmaConfig`) of the default configurations. Only where the K loop
     already commits its wgmmas per K step (two tiles per warpgroup, ``mt * tile >= 128``): with
     per-K-group commits a second width serializes every wgmma (C7512), and per-step commits cost
-    those narrower tiles 10-15 %. And where the count saves columns often: the 72- and 80-token
+    those narrower tiles 9-14 %. And where the count saves columns often: the 72- and 80-token
     blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less, 2-10 %
     faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
-    :data:`ROW_WIDTHS_MIN_K` (docs/optimization.md, session 17)."""
+    :data:`ROW_WIDTHS_MIN_K`. The whole layer measured 1-10 % faster at 52-341 rows per expert
+    (EP8) and 3072-4096 tokens (TP8), level at 8192 (docs/optimization.md, session 17)."""
     if mt != 2 or mt * block_m * items < 128:
         return ()
     if items == 1 and block_m >= 72:
