@@ -78,9 +78,9 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
     :data:`ROW_WIDTHS_MIN_K`. The whole layer measured 1-10 % faster at 52-341 rows per expert
     (EP8) and 3072-4096 tokens (TP8), level at 8192 (docs/optimization.md, session 17)."""
-    if mt != 2 or mt * block_m * items < 128:
+    if mt != 2:
         return ()
-    if items == 1 and block_m >= 72:
+    if items == 1 and block_m >= 72:  # with two tiles, 144 accumulator x token registers and up
         return (block_m - 16, block_m - 8)
     if items == 2 and block_m == PREFILL_BLOCK and k > ROW_WIDTHS_MIN_K:
         return PREFILL_ROW_WIDTHS
