@@ -158,8 +158,10 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 160) == 8       # ep8_decode, tok_e 3.3: the decode kernel
     assert choose(pw, 1) == 8
     assert choose(pw, 400) == 16      # tok_e 8.3: still the decode kernel
-    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 32) up to 64 rows ...
-    assert choose(pw, 768) == 32      # ep8_tok16
+    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 24) up to 64 rows ...
+    assert choose(pw, 48 * 10) == 24  # tok_e 10
+    assert choose(pw, 768) == 24      # ep8_tok16
+    assert choose(pw, 48 * 17) == 32
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
     assert choose(pw, 3072) == 80     # ep8_masked64
@@ -266,15 +268,21 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     # Registers moved from the producer to the consumers: a template argument only when not the default.
     seven = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK)
     assert seven.compiled_widths == (6, 7) and seven.template_args().endswith(", 96u, 224")
-    # The down GEMMs take seven-block items from WIDE_SEVEN_MIN_TOK_E rows per expert (the plan's
-    # configs_for lists both, so prepare() loads both), nothing else depends on tok_e.
+    # The down GEMMs take seven-block items from WIDE_SEVEN_MIN_TOK_E rows per expert, and 24-token
+    # blocks up to WIDE_MIN_TOK_E rows are one block per item on 256-K stages (the plan's
+    # configs_for lists all three, so prepare() loads them); nothing else depends on tok_e.
     down_six, down_seven = (choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, tok_e) for tok_e in (134.0, 134.5))
     assert down_six.items == 6
     assert down_six == choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK)
     assert (down_seven.items, down_seven.widths, down_seven.consumer_regs) == (7, (6, 7), 224)
-    assert configs_for(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a") == (down_six, down_seven)
+    one = choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, 16.0)
+    assert one == choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, heuristics.WIDE_MIN_TOK_E)
+    assert (one.items, one.bk, one.mt, one.weight_ring, one.row_widths) == (1, 256, 2, False, ())
+    assert choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, 120.5) == down_six
+    assert configs_for(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a") == (down_six, one, down_seven)
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 150.0) == down_seven
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
+    assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 1
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
     # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the

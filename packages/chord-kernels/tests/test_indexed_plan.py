@@ -219,14 +219,3 @@ def test_packed_weights_plan_like_their_shape() -> None:
     packed, scales = random_quantized(3, 40, 96)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     assert indexed.plan(pw, block_m=16, capacity=9, num_sms=SMS, arch="sm_90a") is _plan(40, 96, 16, 9)
-
-
-def test_epilogue_topk_sum_refuses_routing_order_rows() -> None:
-    """The epilogue sum takes rows in slot order: with routing-order rows it is refused before any
-    tensor is looked at (session 17 measured it wrong there), never run."""
-    from chord_kernels.indexed import WgmmaConfig, gemm_topk_sum
-
-    x = torch.zeros(1)
-    with pytest.raises(ChordInputError, match="routing_order=True needs the default two steps"):
-        gemm_topk_sum(x, None, x, x, x, x, x, block_m=64, routing_order=True,  # type: ignore[arg-type]
-                      config=WgmmaConfig(64, 2, 256, 2, items=2, topk_sum=True))

@@ -2,9 +2,9 @@
 steps (the GEMM skipping non-local rows, then ``ops.local_topk_sum``) and by the opt-in WGMMA
 epilogue sum (a token's one local row goes straight to its output row; otherwise the last tile of a
 token's channels to finish sums its rows in ascending choice order), both bit-identical to the
-plain GEMM's rows summed in the contract's order, and against the reference; poisoned outputs,
-expert_map (tokens without a local expert), hot and empty experts, M = 0 and 1, repeated runs,
-graph replay, typed errors."""
+plain GEMM's rows summed in the contract's order (also from rows in routing order), and against the
+reference; poisoned outputs, expert_map (tokens without a local expert), hot and empty experts,
+M = 0 and 1, repeated runs, graph replay, typed errors."""
 
 from __future__ import annotations
 
@@ -32,24 +32,30 @@ class TCase:
     case: Case  # n, k: the down GEMM's; rows: tokens; top_k: choices per token
     fused: bool  # whether the planned kernel has an epilogue-sum twin (the WGMMA kernel, N % 8 = 0)
     config: WgmmaConfig | None = None  # None: the planner's
+    routing_order: bool = False  # also from rows in routing order (both paths, tensor copies)
 
 
 TCASES = [
     # Kimi down: EP8 (48 of 192 global experts, so many tokens have no or one local choice) on
-    # seven-block wide items (24-token blocks, weight ring), and on the planned six-block ones (whose
-    # accumulators leave no registers for the sum: two steps); TP8 top-8 on 48-token blocks; 64 x 2.
+    # seven-block wide items (24-token blocks, weight ring), and on the planned six-block ones at 125
+    # rows per expert (whose accumulators leave no registers for the sum: two steps); TP8 top-8 on
+    # 48-token blocks; 64 x 2.
     TCase(Case("ep8_down_wide_mapped", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), True,
           WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True, dynamic=True)),
-    TCase(Case("ep8_down_wide_planned", 48, 7168, 2048, 1536, 8, block_m=24, routing="mapped"), False),
+    TCase(Case("ep8_down_wide_planned", 48, 7168, 2048, 3000, 8, block_m=24, routing="mapped"), False),
     # From 134 rows per expert gemm_topk_sum plans the down's seven-block items (widths 6 and 7,
     # 224 consumer registers): 150 rows, experts past 168 rows in two items.
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
-    TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True),
+    TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True, routing_order=True),
     # The 80-token blocks keep their row widths (64 and 72 tokens) next to the sum.
     TCase(Case("ep8_down_bm80_row_widths", 48, 7168, 2048, 48 * 60, 1, block_m=80), True),
+    # N = 264: three 128-channel units, so the last N tile's second warpgroup has no channels (it
+    # used to count an arrival on the next token's first unit: sums never written, session 18).
+    TCase(Case("odd_unit_count_bm80", 4, 264, 512, 300, 2, block_m=80), True, routing_order=True),
     # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks.
-    TCase(Case("odd_units_mapped_bm32", 16, 200, 640, 300, 4, block_m=32, routing="mapped"), True),
+    TCase(Case("odd_units_mapped_bm32", 16, 200, 640, 300, 4, block_m=32, routing="mapped"), True,
+          routing_order=True),
     # Every choice of every token on one expert (a token's rows in one item), empty experts + short K tile.
     TCase(Case("hot_expert_wide", 4, 256, 512, 400, 2, block_m=24, routing="hot"), True,
           WgmmaConfig(24, 2, 128, 3, items=7, weight_ring=True)),
@@ -123,6 +129,18 @@ def test_topk_sum_matches_two_steps_and_reference(tcase: TCase) -> None:
         assert (results["two_steps"][local == 0] == 0).all(), "tokens without a local expert must sum to zero"
     close = (topk_sum(rows.view(case.rows, case.top_k, case.n)).float() - want.float()).abs().max().item()
     assert close <= 1e-2 * want.float().abs().max().item()  # ops.topk_sum: same sum, torch's order
+    if tcase.routing_order:  # the rows at their routing positions (padding NaN, never stored)
+        sorted_ids, expert_ids, ntpp = args
+        rows_ro = routing_capacity(sorted_ids, expert_ids, case.block_m) * case.block_m
+        entries = sorted_ids[:rows_ro].long()
+        local = (expert_ids >= 0).repeat_interleave(case.block_m)[: entries.numel()]
+        real = (entries < case.rows * case.top_k) & local & (torch.arange(entries.numel(), device="cuda") < ntpp)
+        ordered = torch.full((rows_ro, case.k), float("nan"), dtype=torch.bfloat16, device="cuda")
+        ordered[real] = act[entries[real]]
+        for path, config in (("two_steps", tcase.config), ("epilogue", twin)):
+            got = gemm_topk_sum(ordered, pw, *args, tw, ids, block_m=case.block_m, expert_map=expert_map,
+                                config=config, routing_order=True)
+            assert torch.equal(got, want), f"{path} in routing order: {(got != want).sum().item()} outputs differ"
 
 
 def test_topk_sum_empty_and_graph_replay_and_errors() -> None:

@@ -29,6 +29,11 @@ class WCase:
 
 WCASES = [
     WCase(Case("ep8_gate_up_bm24", 48, 4096, 7168, 768, 1, block_m=24)),
+    # 24-token blocks at up to 120 rows per expert: one block per item on 256-K stages (planned at 9-16).
+    WCase(Case("ep8_gate_up_bm24_one_block", 48, 4096, 7168, 768, 1, block_m=24),
+          choose_wgmma_config(4096, 7168, 24, 16.0)),
+    WCase(Case("tp8_down_bm24_one_block_weighted", 384, 7168, 256, 512, 8, block_m=24, weighted=True),
+          choose_wgmma_config(7168, 256, 24, 10.7)),
     WCase(Case("ep8_down_bm48_weighted", 48, 7168, 2048, 2064, 1, block_m=48, weighted=True)),
     WCase(Case("ep8_gate_up_bm128", 48, 4096, 7168, 6144, 1, block_m=128)),
     WCase(Case("tp8_gate_up_bm176", 384, 512, 7168, 2048, 8, block_m=176)),

@@ -235,7 +235,8 @@ class ChordIndexedImpl(Implementation):
         indexed.prepare(weight, block_m, device)  # compile and load before any graph capture
         r = problem.aligned(block_m)
         capacity = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, block_m)
-        launch = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device, config=config)
+        launch = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device, config=config,
+                              tok_e=problem.num_slots / weight.num_experts)
         cfg = launch.config
         # A caller-owned workspace, as vLLM's experts hold one: the timed graphs replay only the launch.
         workspace = indexed.new_workspace(launch.workspace_bytes, device)

@@ -28,21 +28,24 @@ Routing = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 def kernel_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                 topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False) -> None:
+                activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False,
+                tok_e: float | None = None) -> None:
     """The call site of ``chord_kernels.indexed.gemm`` (writes ``out``; with ``activation``
     "silu", SiLU-and-mul of the ``[gate | up]`` output; ``zero_nonlocal=False`` leaves rows of
-    non-local slots unwritten; ``out_position``: rows in routing order). Without ``workspace`` the
-    GEMM uses chord-kernels' default of the current (device, stream), so vLLM's dual-batch overlap
-    (two micro-batches on two streams) never shares one."""
+    non-local slots unwritten; ``out_position``: rows in routing order; ``tok_e``: the expected rows
+    per local expert). Without ``workspace`` the GEMM uses chord-kernels' default of the current
+    (device, stream), so vLLM's dual-batch overlap (two micro-batches on two streams) never shares one."""
     indexed.gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights, out=out,
-                 workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position)
+                 workspace=workspace, activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position,
+                 tok_e=tok_e)
 
 
 def kernel_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.MaskedRows, *, block_m: int,
-                       out: torch.Tensor, activation: str | None = None) -> None:
+                       out: torch.Tensor, activation: str | None = None, expected_m: float | None = None) -> None:
     """The call site of ``chord_kernels.indexed.gemm_masked``: each expert's first rows of a
-    batched layout, the routing blocks computed by the kernels from the counts."""
-    indexed.gemm_masked(a, weight, rows, block_m=block_m, out=out, activation=activation)
+    batched layout (``expected_m`` of them on average), the routing blocks computed by the kernels
+    from the counts."""
+    indexed.gemm_masked(a, weight, rows, block_m=block_m, out=out, activation=activation, expected_m=expected_m)
 
 
 def kernel_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_weights: torch.Tensor,
@@ -57,10 +60,11 @@ def kernel_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk_we
 
 def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, block_m: int, top_k: int,
                    topk_weights: torch.Tensor | None, out: torch.Tensor, workspace: object = None,
-                   activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False) -> None:
+                   activation: str | None = None, zero_nonlocal: bool = True, out_position: bool = False,
+                   tok_e: float | None = None) -> None:
     """:func:`kernel_gemm` computed by ``chord_kernels.reference`` (CPU tests, no kernels; rows of
     non-local slots are always zero; slot order only: its ``routing_order_rows`` is 0)."""
-    del zero_nonlocal
+    del zero_nonlocal, tok_e
     if out_position:
         raise ValueError("the reference backend writes rows in slot order only")
     result = reference.indexed_gemm(a, weight, *route, block_m=block_m, top_k=top_k, topk_weights=topk_weights)
@@ -68,9 +72,10 @@ def reference_gemm(a: torch.Tensor, weight: PackedWeight, route: Routing, *, blo
 
 
 def reference_masked_gemm(a: torch.Tensor, weight: PackedWeight, rows: indexed.MaskedRows, *, block_m: int,
-                          out: torch.Tensor, activation: str | None = None) -> None:
+                          out: torch.Tensor, activation: str | None = None, expected_m: float | None = None) -> None:
     """:func:`kernel_masked_gemm` computed by ``chord_kernels.reference`` over the blocks
     ``grouped.masked_routing`` builds (the ones the kernels compute)."""
+    del expected_m
     route = grouped.masked_routing(rows.masked_m, rows.max_m, block_m)
     reference_gemm(a, weight, route, block_m=block_m, top_k=1, topk_weights=None, out=out, activation=activation)
 
@@ -179,13 +184,13 @@ def _view(buffer: torch.Tensor | None, shape: tuple[int, ...], like: torch.Tenso
 
 
 def gate_up_act(hidden: torch.Tensor, w13: PackedWeight, route: Routing, *, block_m: int, top_k: int,
-                act: torch.Tensor, backend: Backend, routing_order: bool = False) -> None:
+                act: torch.Tensor, backend: Backend, routing_order: bool = False, tok_e: float | None = None) -> None:
     """gate_up GEMM with SiLU(gate) * up in fp32 rounded once, into ``act`` (in slot order, or
     with ``routing_order`` one row per routing entry): fused into the WGMMA kernel's epilogue, or
     the two steps inside ``chord_kernels.indexed.gemm`` elsewhere. Rows of non-local slots are
     left unwritten: the down GEMM never reads them."""
     backend.gemm(hidden, w13, route, block_m=block_m, top_k=top_k, topk_weights=None, out=act, activation="silu",
-                 zero_nonlocal=False, out_position=routing_order)
+                 zero_nonlocal=False, out_position=routing_order, tok_e=tok_e)
 
 
 def moe_standard(
@@ -235,7 +240,7 @@ def moe_standard(
         act_size, _ = _slot_buffer_sizes(m, n, k, top_k)
     act = _view(workspace2, (rows or m * top_k, n // 2), hidden)
     gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend,
-                routing_order=rows > 0)
+                routing_order=rows > 0, tok_e=m * top_k / num_experts)
     down = _view(None if workspace2 is None else workspace2.reshape(-1)[act_size:], (m * top_k, k), hidden)
     backend.down_sum(act, w2, route, topk_weights, topk_ids, expert_map, block_m=block_m, down=down, out=out,
                      routing_order=rows > 0)
@@ -280,14 +285,15 @@ def moe_batched(
     if max_m == 0:
         return out
     rows = num_experts * max_m
-    block_m = _block_m(w13, w2, max(1, min(expected_m, max_m)) * num_experts)
+    rows_per_expert = max(1, min(expected_m, max_m))
+    block_m = _block_m(w13, w2, rows_per_expert * num_experts)
     # The kernels compute the routing blocks from the counts: nothing is launched for them.
     groups = indexed.MaskedRows(expert_num_tokens[:num_experts].contiguous(), max_m)
     act = _view(workspace2, (rows, n // 2), hidden)
     backend.masked_gemm(hidden.reshape(rows, w13.k).contiguous(), w13, groups, block_m=block_m, out=act,
-                        activation="silu")
+                        activation="silu", expected_m=rows_per_expert)
     # Unweighted: DeepEP's combine applies the top-k weights and sums (TopKWeightAndReduceDelegate).
-    backend.masked_gemm(act, w2, groups, block_m=block_m, out=out.view(rows, k))
+    backend.masked_gemm(act, w2, groups, block_m=block_m, out=out.view(rows, k), expected_m=rows_per_expert)
     return out
 
 

@@ -184,7 +184,8 @@ def masked(
     # The kernels compute the routing from masked_m (no launch of its own; rows past a count are
     # never written, so non-local blocks need no zeroing).
     run_gemm(flat, weight, MaskedRows(masked_m.contiguous(), max_m), block_m=block_m, top_k=1,
-             out=out.view(groups * max_m, width), workspace=workspace, activation=activation, zero_nonlocal=False)
+             out=out.view(groups * max_m, width), workspace=workspace, activation=activation, zero_nonlocal=False,
+             tok_e=max(1, expected_m))
     return out
 
 

@@ -156,6 +156,7 @@ def gemm(
     activation: str | None = None,
     zero_nonlocal: bool = True,
     out_position: bool = False,
+    tok_e: float | None = None,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
     :func:`chord_kernels.reference.indexed_gemm` for the semantics.
@@ -176,13 +177,16 @@ def gemm(
     (block sizes of the WGMMA kernel): the output is in routing order instead, ``[num_blocks *
     block_m, N]`` with slot ``sorted_token_ids[i]``'s row at row ``i`` (padding rows unwritten, or
     unspecified where SiLU-and-mul runs as a second step), the input :func:`gemm_topk_sum` loads
-    block by block with ``routing_order=True``.
+    block by block with ``routing_order=True``. ``tok_e``: the expected rows per local expert (the
+    count :func:`choose_block_m` saw over the weight's experts), which the planner needs at 24-token
+    blocks (one block per work item up to 120 rows, the wide items beyond); the default, every slot
+    local, is exact without expert parallelism and too high with it (pass it there).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     return run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
-                    activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position)
+                    activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position, tok_e=tok_e)
 
 
 def gemm_masked(
@@ -194,19 +198,22 @@ def gemm_masked(
     out: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
+    expected_m: float | None = None,
 ) -> torch.Tensor:
     """:func:`gemm` over a masked layout (DeepEP low-latency buffers): ``a`` is ``[G * max_m, K]``
     and group ``g``'s first ``rows.masked_m[g]`` rows run through expert ``g`` (top-k 1, no
     weights) -> bf16 ``[G * max_m, N]`` (or ``N / 2`` with ``activation``). The same blocks and
     results as :func:`gemm` on :func:`chord_kernels.grouped.masked_routing`'s tensors, but the
     kernels compute the blocks from the counts, so nothing else is launched. Rows past a count are
-    left as they are (unspecified where the activation runs as a second step)."""
+    left as they are (unspecified where the activation runs as a second step). ``expected_m``: the
+    mean rows per group that ``block_m`` was chosen for (``tok_e`` of :func:`gemm`; default
+    ``max_m``)."""
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     if a.shape[0] != weight.num_experts * rows.max_m:
         raise ChordInputError(f"a: expected {weight.num_experts} groups x max_m={rows.max_m} rows, got {a.shape[0]}")
     return run_gemm(a, weight, rows, block_m=block_m, top_k=1, out=out, workspace=workspace, activation=activation,
-                    zero_nonlocal=False)
+                    zero_nonlocal=False, tok_e=expected_m)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,13 +283,8 @@ def gemm_topk_sum(
     ``slot_rows`` (bf16 ``[M * top_k, N]``, allocated when None) holds the unreduced rows on the way.
     ``routing_order``: ``a`` holds one row per routing entry instead (``[num_blocks * block_m, K]``,
     what :func:`gemm` writes with ``out_position``; WGMMA block sizes), loaded block by block with
-    tensor copies; the two steps only (a ``topk_sum`` config is refused).
+    tensor copies.
     """
-    if routing_order and isinstance(config, WgmmaConfig) and config.topk_sum:
-        # Measured wrong (rows never written, sums that change from run to run) in session 17; the
-        # default two steps are right and faster (docs/optimization.md, sessions 8 and 17).
-        raise ChordInputError(f"config: {config} sums the top-k in its epilogue, which takes rows in slot order; "
-                              "routing_order=True needs the default two steps (config without topk_sum)")
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=a.device)
@@ -353,7 +355,8 @@ def run_gemm(
     with tensor copies; ``num_slots`` is then the routing's slot count where it is not
     ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
     position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says).
-    ``tok_e``: the expected rows per expert, which some shapes plan on (where ``config`` is None)."""
+    ``tok_e``: the expected rows per expert, which some shapes plan on (where ``config`` is None;
+    default: ``num_slots`` over the weight's experts, exact without expert parallelism)."""
     device = a.device
     tiles = weight.tensors["tiles"]
     if tiles.device != device:
@@ -403,7 +406,9 @@ def run_gemm(
             topk_sum.out.zero_()
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
-    if config is None and tok_e is not None:  # the expected rows per expert may pick another config
+    if config is None:  # the expected rows per expert may pick another config
+        if tok_e is None:  # every slot (or a group's max_m rows) on the weight's experts: at most that
+            tok_e = num_slots / weight.num_experts
         config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
     target = out  # what the kernel writes
@@ -567,7 +572,9 @@ def moe_experts(
     order (``gemm(..., out_position)``) and down loads them block by block with tensor copies
     instead of gathering them row by row; elsewhere the activation is in slot order."""
     in_order = routing_order_rows(w13, w2, routing, block_m, hidden.device) > 0
+    global_experts = expert_map.numel() if expert_map is not None else w13.num_experts
     act = run_gemm(hidden, w13, routing, block_m=block_m, top_k=topk_ids.shape[1], workspace=workspace,
-                   activation="silu", zero_nonlocal=False, out_position=in_order)
+                   activation="silu", zero_nonlocal=False, out_position=in_order,
+                   tok_e=topk_ids.numel() / max(1, global_experts))
     return gemm_topk_sum(act, w2, *routing, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map, out=out,
                          workspace=workspace, routing_order=in_order)

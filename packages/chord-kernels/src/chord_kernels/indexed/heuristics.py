@@ -57,7 +57,7 @@ def max_stages(block_m: int, *, warps: int = 4, mt: int = 1, bk: int = 256, ctas
 WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 """Profiles whose GPUs (sm_90a) run the WGMMA kernel; the Blackwell profiles keep the decode kernel."""
 WGMMA_MIN_TOK_E = 9.0
-"""Above this many rows per expert the WGMMA kernel's tiles of 32 tokens and more (docs/optimization.md)."""
+"""Above this many rows per expert the WGMMA kernel's tiles of 24 tokens and more (docs/optimization.md)."""
 WIDE_BLOCK = 24
 """Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA
 kernel takes up to seven consecutive blocks of an expert per work item (168 tokens on 128-wide K
@@ -65,8 +65,10 @@ stages, the weights in their own ring), so nearly every expert is one weight pas
 costs more than its MMAs; docs/optimization.md, sessions 6-7); the MMA width follows its rows in
 steps of the compiled widths (:data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_WIDTHS`; the down
 GEMMs up to :data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_MIN_TOK_E` rows per expert take up to
-six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). No other rule
-of the WGMMA profiles picks 24, so the block size tells the configuration apart."""
+six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). Also the
+smallest tok_e + 1.9 sigma tile (9 to 16 rows per expert), one block per work item on 256-wide K
+stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two apart by the
+expected rows per expert."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
@@ -100,7 +102,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
-    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 32, up to 64 rows per expert;
+    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 24, up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E`.
     """
@@ -113,7 +115,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         return 16
     if weight.profile in WGMMA_PROFILES:
         if tok_e <= 64.0:
-            return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+            # 24-token tiles up to tok_e 16: a 24-token wgmma costs a 16-token one, and they
+            # measured 3-4 % faster per layer than 32 (docs/optimization.md, session 18).
+            return max(WIDE_BLOCK, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
         return WIDE_BLOCK if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
@@ -125,8 +129,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
 
 
 WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8))
-"""Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: the wide block, then the
-tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
+"""Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: the tok_e + 1.9 sigma tiles from
+:data:`WIDE_BLOCK` up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
 
 
 def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:

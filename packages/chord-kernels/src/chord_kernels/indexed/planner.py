@@ -116,11 +116,13 @@ def plan(
     arch: str | None = None,
     config: KernelConfig | None = None,
     device: torch.device | str | int | None = None,
+    tok_e: float | None = None,
 ) -> LaunchPlan:
     """The launch ``gemm`` makes for ``weight`` with routing tensors holding ``capacity`` blocks of
-    ``block_m`` tokens (:func:`routing_capacity`). ``num_sms`` and ``arch`` default to those of
-    ``device`` (the current CUDA device); give both to plan without a GPU. ``config`` fixes the
-    configuration instead of the heuristics."""
+    ``block_m`` tokens (:func:`routing_capacity`) and ``tok_e`` expected rows per expert (``gemm``'s
+    argument; where None, the shape's default configuration). ``num_sms`` and ``arch`` default to
+    those of ``device`` (the current CUDA device); give both to plan without a GPU. ``config`` fixes
+    the configuration instead of the heuristics."""
     check_block_m(block_m)
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
@@ -128,6 +130,8 @@ def plan(
         raise ChordInputError(f"capacity: expected a non-negative number of routing blocks, got {capacity!r}")
     num_sms, arch = _device_facts(device, num_sms, arch)
     check_block_m(block_m, arch)
+    if config is None and tok_e is not None:
+        config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
     return cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
 
 
@@ -178,7 +182,9 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
 
 def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
     """The configuration :func:`plan` would pick knowing the expected rows per expert ``tok_e``,
-    where that differs from its default (the down GEMMs' seven-block wide items), else None."""
+    where that differs from its default (at 24-token blocks: one block per item up to
+    ``WIDE_MIN_TOK_E`` rows, the down GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``),
+    else None."""
     if not _uses_wgmma(block_m, k, arch):
         return None
     cfg = choose_wgmma_config(n, k, block_m, tok_e)
@@ -191,7 +197,7 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
     if _uses_wgmma(block_m, k, arch):
-        return tuple(dict.fromkeys(choose_wgmma_config(n, k, block_m, tok_e) for tok_e in (None, math.inf)))
+        return tuple(dict.fromkeys(choose_wgmma_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
     if cfg.schedule == "balanced":

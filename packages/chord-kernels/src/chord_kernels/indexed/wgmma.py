@@ -18,7 +18,12 @@ from dataclasses import dataclass
 from chord_kernels.errors import ChordInputError
 from chord_kernels.hardware import SMEM_PER_SM, SMEM_RESERVED_PER_CTA
 from chord_kernels.indexed.args import ARGS, prelude
-from chord_kernels.indexed.heuristics import DYNAMIC_MIN_K, PREFILL_BLOCK, WIDE_BLOCK
+from chord_kernels.indexed.heuristics import (
+    DYNAMIC_MIN_K,
+    PREFILL_BLOCK,
+    WIDE_BLOCK,
+    WIDE_MIN_TOK_E,
+)
 from chord_kernels.indexed.layout import ATOM_BYTES, ATOM_K, ATOM_N
 from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import CudaKernel
@@ -327,18 +332,24 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     :data:`WIDE_SEVEN_MIN_TOK_E`, 64-token blocks up to 128 tokens on 256-wide stages. One tile
     per warpgroup beyond 128 tokens otherwise. Items from a global counter from
     :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on. The 72- and 80-token blocks and the
-    64 x 2 items also compile narrower token counts (:func:`_row_widths`).
+    64 x 2 items also compile narrower token counts (:func:`_row_widths`). 24-token blocks are the
+    wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
+    (the smallest tok_e + 1.9 sigma tile): then one block per item on 256-wide stages.
     """
-    return _choose_wgmma_config(n, k, block_m, tok_e is not None and tok_e > WIDE_SEVEN_MIN_TOK_E)
+    rows = 0
+    if tok_e is not None:
+        rows = 1 if tok_e > WIDE_SEVEN_MIN_TOK_E else -1 if tok_e <= WIDE_MIN_TOK_E else 0
+    return _choose_wgmma_config(n, k, block_m, rows)
 
 
 @functools.lru_cache(maxsize=1024)
-def _choose_wgmma_config(n: int, k: int, block_m: int, many_rows: bool) -> WgmmaConfig:
-    """:func:`choose_wgmma_config` (``many_rows``: more than :data:`WIDE_SEVEN_MIN_TOK_E` rows per
-    expert), cached: :func:`gemm_topk_sum` asks on every call."""
+def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
+    """:func:`choose_wgmma_config` by how many rows per expert it expects (``rows``: -1 at most
+    :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`, 1 more than :data:`WIDE_SEVEN_MIN_TOK_E`,
+    0 between or unknown), cached: :func:`gemm_topk_sum` asks on every call."""
     dynamic = k >= DYNAMIC_MIN_K
-    if block_m == WIDE_BLOCK:
-        six = k <= WIDE_SHORT_K and not many_rows
+    if block_m == WIDE_BLOCK and rows >= 0:
+        six = k <= WIDE_SHORT_K and rows == 0
         return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6 if six else 7,
                            weight_ring=True, dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS if six else WIDE_SEVEN_WIDTHS,
                            consumer_regs=216 if six else WIDE_CONSUMER_REGS)

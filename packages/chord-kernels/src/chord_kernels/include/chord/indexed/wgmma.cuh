@@ -610,6 +610,9 @@ __device__ __forceinline__ void topk_arrive_and_reduce(const Args& args, const u
   const uint32_t* masks = reinterpret_cast<const uint32_t*>(epi + Cfg::kTile * 8);
   int* ready = reinterpret_cast<int*>(staging);  // [0]: count; then (token, mask) pairs
   const int n_out = Cfg::out_channels(args.n);
+  // The last N tile's second warpgroup has no channels where N ends in its first half: it must not
+  // count, as unit `units` would be the next token's unit 0 (all 128 threads return together).
+  if (channel0 >= n_out) return;
   const int units = (n_out + kUnit - 1) / kUnit;
   const int unit = channel0 / kUnit;
   if (tid == 0) ready[0] = 0;
