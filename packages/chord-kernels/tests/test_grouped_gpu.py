@@ -248,5 +248,7 @@ def test_gemm_masked_names_bad_rows() -> None:
         indexed.gemm_masked(a, w, indexed.MaskedRows(counts.long(), 8), block_m=8)
     with pytest.raises(ChordInputError, match=r"masked_m: expected shape \[4\], got \[3\]"):
         indexed.gemm_masked(a, w, indexed.MaskedRows(counts[:3], 8), block_m=8)
+    with pytest.raises(ChordInputError, match="expected_m"):  # 24: one block per item or several
+        indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 8), block_m=24)
     out = indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 8), block_m=8)
     assert out.shape == (32, 64)

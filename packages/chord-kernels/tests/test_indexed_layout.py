@@ -158,10 +158,12 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 160) == 8       # ep8_decode, tok_e 3.3: the decode kernel
     assert choose(pw, 1) == 8
     assert choose(pw, 400) == 16      # tok_e 8.3: still the decode kernel
-    # sm_90a profiles: the WGMMA kernel's tiles, tok_e + 1.9 sigma (at least 24) up to 64 rows ...
+    # sm_90a profiles: the WGMMA kernel's tiles, 24 up to tok_e 14 (+ 2.5 sigma <= 24), then tok_e +
+    # 1.9 sigma (at least 32) up to 64 rows ...
     assert choose(pw, 48 * 10) == 24  # tok_e 10
-    assert choose(pw, 768) == 24      # ep8_tok16
-    assert choose(pw, 48 * 17) == 32
+    assert choose(pw, 48 * 14) == 24
+    assert choose(pw, 48 * 14 + 1) == 32
+    assert choose(pw, 768) == 32      # ep8_tok16
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
     assert choose(pw, 3072) == 80     # ep8_masked64

@@ -419,8 +419,8 @@ def _batched_layer(name: str, scenario: LayerScenario, weights: _Weights, lib: H
     chord_out = torch.empty(experts * cap, HIDDEN, dtype=torch.bfloat16, device=device)
 
     def chord_layer() -> None:
-        gemm_masked(hidden, w13, groups, block_m=block_m, out=act, activation="silu")
-        gemm_masked(act, w2, groups, block_m=block_m, out=chord_out)
+        gemm_masked(hidden, w13, groups, block_m=block_m, out=act, activation="silu", expected_m=scenario.tokens / experts)
+        gemm_masked(act, w2, groups, block_m=block_m, out=chord_out, expected_m=scenario.tokens / experts)
 
     humming = _HummingLayer("grouped_masked", scenario, weights, lib, hidden, torch.empty(0), counts, None)
     valid = (torch.arange(cap, device=device)[None, :] < counts[:, None].long()).reshape(-1)

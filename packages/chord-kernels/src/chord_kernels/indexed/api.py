@@ -20,7 +20,7 @@ from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
 from chord_kernels.indexed.args import ARGS
-from chord_kernels.indexed.heuristics import BLOCK_MS, choose_block_m
+from chord_kernels.indexed.heuristics import BLOCK_MS, WIDE_BLOCK, choose_block_m
 from chord_kernels.indexed.layout import (
     ATOM_K,
     ATOM_N,
@@ -206,8 +206,8 @@ def gemm_masked(
     results as :func:`gemm` on :func:`chord_kernels.grouped.masked_routing`'s tensors, but the
     kernels compute the blocks from the counts, so nothing else is launched. Rows past a count are
     left as they are (unspecified where the activation runs as a second step). ``expected_m``: the
-    mean rows per group that ``block_m`` was chosen for (``tok_e`` of :func:`gemm`; default
-    ``max_m``)."""
+    mean rows per group that ``block_m`` was chosen for (``tok_e`` of :func:`gemm`), needed at
+    24-token blocks (a :class:`~chord_kernels.errors.ChordInputError` without it)."""
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
     if a.shape[0] != weight.num_experts * rows.max_m:
@@ -407,7 +407,10 @@ def run_gemm(
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
     if config is None:  # the expected rows per expert may pick another config
-        if tok_e is None:  # every slot (or a group's max_m rows) on the weight's experts: at most that
+        if tok_e is None and isinstance(route, MaskedRows) and block_m == WIDE_BLOCK:
+            raise ChordInputError("expected_m: 24-token blocks of a masked layout are one block per work item up "
+                                  "to 120 rows per group and several beyond; pass the mean rows per group")
+        if tok_e is None:  # every slot on the weight's experts: exact without expert parallelism, else more
             tok_e = num_slots / weight.num_experts
         config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)

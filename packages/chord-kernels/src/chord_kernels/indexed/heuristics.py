@@ -19,6 +19,7 @@ __all__ = [
     "BLOCK_MS",
     "DYNAMIC_MIN_K",
     "LIST_RESERVE",
+    "NARROW_MAX_TOK_E",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
     "WGMMA_BLOCK_MS",
@@ -66,9 +67,15 @@ costs more than its MMAs; docs/optimization.md, sessions 6-7); the MMA width fol
 steps of the compiled widths (:data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_WIDTHS`; the down
 GEMMs up to :data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_MIN_TOK_E` rows per expert take up to
 six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). Also the
-smallest tok_e + 1.9 sigma tile (9 to 16 rows per expert), one block per work item on 256-wide K
+smallest tile, for 9 to :data:`NARROW_MAX_TOK_E` rows per expert, one block per work item on 256-wide K
 stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two apart by the
 expected rows per expert."""
+NARROW_MAX_TOK_E = 14.0
+"""Up to here (tok_e + 2.5 sigma <= 24) the WGMMA kernel's routing block is :data:`WIDE_BLOCK`: a
+24-token wgmma costs a 16-token one, and the layer measured 1-5 % faster than at 32 (TP8 and EP8,
+DeepEP low latency). Not up to the tok_e + 1.9 sigma bound (16): at 16 rows per expert under EP8 one
+or two of the 48 experts pass 24 rows in a typical draw, and each second weight pass measured
+4-5 % (docs/optimization.md, session 18)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
@@ -102,7 +109,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
-    kernel's tiles (any multiple of 8): tok_e + 1.9 sigma, at least 24, up to 64 rows per expert;
+    kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E`, then tok_e + 1.9 sigma (at
+    least 32) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E`.
     """
@@ -114,10 +122,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if tok_e <= WGMMA_MIN_TOK_E:
         return 16
     if weight.profile in WGMMA_PROFILES:
+        if tok_e <= NARROW_MAX_TOK_E:
+            return WIDE_BLOCK
         if tok_e <= 64.0:
-            # 24-token tiles up to tok_e 16: a 24-token wgmma costs a 16-token one, and they
-            # measured 3-4 % faster per layer than 32 (docs/optimization.md, session 18).
-            return max(WIDE_BLOCK, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+            return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
         return WIDE_BLOCK if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
@@ -129,8 +137,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
 
 
 WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8))
-"""Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: the tok_e + 1.9 sigma tiles from
-:data:`WIDE_BLOCK` up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
+"""Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: :data:`WIDE_BLOCK`, then the
+tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
 
 
 def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
