@@ -132,10 +132,12 @@ class LayerScenario:
 
 LAYER_SCENARIOS: dict[str, LayerScenario] = {
     "tp8_decode160": LayerScenario(160, "tp8"),
+    "tp8_512": LayerScenario(512, "tp8"),
     "tp8_1024": LayerScenario(1024, "tp8"),
     "tp8_4096": LayerScenario(4096, "tp8"),
     "tp8_6144": LayerScenario(6144, "tp8"),
     "tp8_8192": LayerScenario(8192, "tp8"),
+    "ep8_tok12": LayerScenario(576, "ep8"),
     "ep8_tok43": LayerScenario(2064, "ep8"),
     "ep8_tok128": LayerScenario(6144, "ep8"),
     "ep8_tok341": LayerScenario(16368, "ep8"),
