@@ -193,6 +193,7 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 
 
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
+    from chord_kernels.indexed.heuristics import choose_config
     from chord_kernels.indexed.planner import config_for_rows, configs_for
     from chord_kernels.indexed.wgmma import (
         PREFILL_ROW_WIDTHS,
@@ -285,6 +286,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 150.0) == down_seven
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 1
+    # Below K = 2048 (TP8's down) the one-block 24-token items are the decode kernel's.
+    decode24 = choose_config(7168, 256, heuristics.WIDE_BLOCK)
+    assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 10.7) == decode24
+    assert decode24 in configs_for(7168, 256, heuristics.WIDE_BLOCK, "sm_90a")
+    assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None  # the wide items
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
     # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the

@@ -107,7 +107,7 @@ class Backend:
     name: str
     down_sum: Callable[..., None] = kernel_down_sum
     masked_gemm: Callable[..., None] = kernel_masked_gemm
-    routing_order_rows: Callable[[PackedWeight, PackedWeight, Routing, int, torch.device], int] = \
+    routing_order_rows: Callable[[PackedWeight, PackedWeight, Routing, int, torch.device, float], int] = \
         indexed.routing_order_rows
     """Rows of the activation in routing order (0: slot order), ``chord_kernels.indexed.routing_order_rows``."""
 
@@ -233,14 +233,15 @@ def moe_standard(
     # Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing order and down
     # loads them in blocks with tensor copies (no row gathers); a workspace2 sized without room for
     # that (workspace_shapes' routing_rows) keeps the slot order.
-    rows = backend.routing_order_rows(w13, w2, route, block_m, hidden.device)
+    tok_e = m * top_k / num_experts
+    rows = backend.routing_order_rows(w13, w2, route, block_m, hidden.device, tok_e)
     act_size, down_size = _slot_buffer_sizes(m, n, k, top_k, rows)
     if workspace2 is not None and workspace2.numel() < act_size + down_size:
         rows = 0
         act_size, _ = _slot_buffer_sizes(m, n, k, top_k)
     act = _view(workspace2, (rows or m * top_k, n // 2), hidden)
     gate_up_act(hidden.contiguous(), w13, route, block_m=block_m, top_k=top_k, act=act, backend=backend,
-                routing_order=rows > 0, tok_e=m * top_k / num_experts)
+                routing_order=rows > 0, tok_e=tok_e)
     down = _view(None if workspace2 is None else workspace2.reshape(-1)[act_size:], (m * top_k, k), hidden)
     backend.down_sum(act, w2, route, topk_weights, topk_ids, expert_map, block_m=block_m, down=down, out=out,
                      routing_order=rows > 0)

@@ -543,16 +543,18 @@ def fused_moe(
 
 
 def routing_order_rows(w13: PackedWeight, w2: PackedWeight, routing: Routing, block_m: int,
-                       device: torch.device) -> int:
+                       device: torch.device, tok_e: float | None = None) -> int:
     """Rows of the gate_up output in routing order (``num_blocks * block_m``) where both GEMMs of
-    a layer on ``routing`` run on the WGMMA kernel, which :func:`moe_experts` then uses; 0 where
-    the activation stays in slot order. From shapes only (no device read)."""
+    a layer on ``routing`` (``tok_e`` expected rows per expert, as :func:`gemm` takes it) run on
+    the WGMMA kernel, which :func:`moe_experts` then uses; 0 where the activation stays in slot
+    order. From shapes only (no device read)."""
     capacity = routing_capacity(routing[0], routing[1], block_m)
     if capacity == 0 or device.type != "cuda":
         return 0
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
-    wgmma = all(isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, None).config, WgmmaConfig)
-                for w in (w13, w2))
+    configs = [None if tok_e is None else config_for_rows(w.n, w.k, block_m, arch, tok_e) for w in (w13, w2)]
+    wgmma = all(isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, c).config, WgmmaConfig)
+                for w, c in zip((w13, w2), configs, strict=True))
     return capacity * block_m if wgmma else 0
 
 
@@ -574,10 +576,10 @@ def moe_experts(
     bf16 ``[M, H]``. Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing
     order (``gemm(..., out_position)``) and down loads them block by block with tensor copies
     instead of gathering them row by row; elsewhere the activation is in slot order."""
-    in_order = routing_order_rows(w13, w2, routing, block_m, hidden.device) > 0
     global_experts = expert_map.numel() if expert_map is not None else w13.num_experts
+    tok_e = topk_ids.numel() / max(1, global_experts)
+    in_order = routing_order_rows(w13, w2, routing, block_m, hidden.device, tok_e) > 0
     act = run_gemm(hidden, w13, routing, block_m=block_m, top_k=topk_ids.shape[1], workspace=workspace,
-                   activation="silu", zero_nonlocal=False, out_position=in_order,
-                   tok_e=topk_ids.numel() / max(1, global_experts))
+                   activation="silu", zero_nonlocal=False, out_position=in_order, tok_e=tok_e)
     return gemm_topk_sum(act, w2, *routing, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map, out=out,
                          workspace=workspace, routing_order=in_order)

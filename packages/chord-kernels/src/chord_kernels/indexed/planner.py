@@ -28,6 +28,7 @@ from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
 from chord_kernels.indexed.heuristics import (
     WGMMA_BLOCK_MS,
+    WIDE_BLOCK,
     choose_config,
     choose_schedule,
     general_config,
@@ -180,14 +181,29 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
 
 
+WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
+"""The 24-token one-block items (up to ``WIDE_MIN_TOK_E`` rows per expert) run on the WGMMA kernel
+from this K on, on the decode kernel's 24-token configuration below: TP8's down (K = 256) measured
+8-9 % faster there at 10.7 and 13 rows per expert (docs/optimization.md, session 18)."""
+
+
+def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelConfig:
+    """:func:`choose_wgmma_config` for ``tok_e`` rows per expert, or the decode kernel's
+    configuration for the one-block 24-token items below :data:`WGMMA_ONE_BLOCK_MIN_K`."""
+    cfg = choose_wgmma_config(n, k, block_m, tok_e)
+    if block_m == WIDE_BLOCK and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K:
+        return choose_config(n, k, block_m)
+    return cfg
+
+
 def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
     """The configuration :func:`plan` would pick knowing the expected rows per expert ``tok_e``,
     where that differs from its default (at 24-token blocks: one block per item up to
-    ``WIDE_MIN_TOK_E`` rows, the down GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``),
-    else None."""
+    ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
+    GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``), else None."""
     if not _uses_wgmma(block_m, k, arch):
         return None
-    cfg = choose_wgmma_config(n, k, block_m, tok_e)
+    cfg = _rows_config(n, k, block_m, tok_e)
     return None if cfg == choose_wgmma_config(n, k, block_m) else cfg
 
 
@@ -197,7 +213,7 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
     if _uses_wgmma(block_m, k, arch):
-        return tuple(dict.fromkeys(choose_wgmma_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
+        return tuple(dict.fromkeys(_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
     if cfg.schedule == "balanced":
