@@ -334,7 +334,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     :data:`~chord_kernels.indexed.heuristics.DYNAMIC_MIN_K` on. The 72- and 80-token blocks and the
     64 x 2 items also compile narrower token counts (:func:`_row_widths`). 24-token blocks are the
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
-    (the smallest tok_e + 1.9 sigma tile): then one block per item on 256-wide stages.
+    (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
+    per item on 256-wide stages.
     """
     rows = 0
     if tok_e is not None:
