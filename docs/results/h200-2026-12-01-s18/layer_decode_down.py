@@ -1,9 +1,13 @@
+# ruff: noqa: B023  (the timed closures run within their loop iteration)
 """Session 18: the TP8 layer at 9.5-14 rows per expert (24-token blocks) with the down GEMM on the
 decode kernel's 24-token configuration (planned now: gate_up writes slot order) against both GEMMs
 on the WGMMA one-block items (routing order; WGMMA_ONE_BLOCK_MIN_K = 0), interleaved CUDA graphs;
 the two differ in the down's fp32 summation order, so they are compared to each other by error."""
-import json, os
+import json
+import os
+
 import torch
+
 import chord_kernels
 from chord_bench.layer import GLOBAL_EXPERTS, HIDDEN, TOP_K, LayerScenario
 from chord_bench.problems import WeightSet

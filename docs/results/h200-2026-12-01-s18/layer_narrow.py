@@ -1,9 +1,13 @@
+# ruff: noqa: B023  (the timed closures run within their loop iteration)
 """Session 18: the layer at 9-16 rows per expert with the new 24-token blocks (one block per work
 item on 256-K stages, what the planner now picks) against the 32-token blocks planned before:
 moe_experts (TP8, EP8) as chord_bench.layer runs it, and the DeepEP low-latency format (gate_up
 with SiLU-and-mul, down) through gemm_masked, interleaved CUDA graphs, outputs bit for bit."""
-import json, os
+import json
+import os
+
 import torch
+
 import chord_kernels
 from chord_bench.layer import GLOBAL_EXPERTS, HIDDEN, TOP_K, LayerScenario
 from chord_bench.problems import WeightSet

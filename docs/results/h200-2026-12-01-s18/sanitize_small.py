@@ -3,10 +3,10 @@ items (gathered rows and masked rows by tensor copies), the 80-token blocks with
 64 x 2 items, and the epilogue top-k sum on routing-order rows with N = 288 (three 128-channel units:
 the last N tile's second warpgroup has no channels)."""
 import torch
+
 import chord_kernels
 from chord_kernels import indexed
 from chord_kernels.formats import random_quantized
-from chord_kernels.indexed import MaskedRows
 from chord_kernels.indexed.api import routing_order_rows
 from chord_kernels.indexed.wgmma import choose_wgmma_config
 from chord_kernels.routing import align_block_size

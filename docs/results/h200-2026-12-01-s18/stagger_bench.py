@@ -1,8 +1,14 @@
+# ruff: noqa: B007, B023, E402  (the timed closures run within their loop iteration; imports after the precompile exit)
 """Session 18: consumer 1 started one stage behind consumer 0 (wgmma_stagger.cuh), so that one
 warpgroup's epilogue overlaps the other's K loop, against the current header (base), planned
 configurations, own routings, interleaved, outputs bit for bit. argv[1] == precompile: compile."""
-import dataclasses, functools, json, os, sys
+import functools
+import json
+import os
+import sys
+
 import torch
+
 from chord_kernels.indexed import wgmma as W
 from chord_kernels.jit import CudaKernel
 
@@ -30,9 +36,10 @@ CASES = [("tp8_1024", 384, DN_TP, 8, 1024), ("tp8_1024", 384, UP_TP, 8, 1024), (
 
 if sys.argv[1:2] == ["precompile"]:
     from concurrent.futures import ThreadPoolExecutor
-    from chord_kernels.indexed import choose_block_m
+
     import chord_kernels
     from chord_kernels.formats import random_quantized
+    from chord_kernels.indexed import choose_block_m
     ks = {}
     for name, e, (n, k), tk, m in CASES:
         w = chord_kernels.pack("indexed", *random_quantized(e, 64, 64), profile="h200_ep8")
@@ -46,11 +53,11 @@ if sys.argv[1:2] == ["precompile"]:
     sys.exit(0)
 
 import chord_kernels
+from chord_bench.timing import interleaved
 from chord_kernels import indexed
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.api import run_gemm
 from chord_kernels.routing import align_block_size
-from chord_bench.timing import interleaved
 
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")

@@ -2,7 +2,9 @@
 gemm_topk_sum since session 17). Runs the fused sum through run_gemm (bypassing the guard) next to
 the two steps, NaN-poisoned outputs, and prints which rows differ."""
 import dataclasses
+
 import torch
+
 import chord_kernels
 from chord_kernels import indexed
 from chord_kernels.formats import random_quantized

@@ -1,8 +1,14 @@
+# ruff: noqa: B023  (the timed closures run within their loop iteration)
 """Session 18: TP8 at 512 tokens (10.7 rows per expert), each GEMM alone: gate_up (SiLU fused) and
 down (top-k weights) on the planned 24-token one-block WGMMA items against the decode kernel's
 24- and 16-token blocks and the WGMMA 16-token blocks, interleaved, outputs bit for bit."""
-import dataclasses, json, os, sys
+import dataclasses
+import json
+import os
+import sys
+
 import torch
+
 import chord_kernels
 from chord_bench.timing import interleaved
 from chord_kernels.formats import random_quantized
