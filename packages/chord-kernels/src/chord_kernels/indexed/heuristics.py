@@ -74,7 +74,7 @@ NARROW_MAX_TOK_E = 14.0
 """Up to here (tok_e + 2.5 sigma <= 24) the WGMMA kernel's routing block is :data:`WIDE_BLOCK`: a
 24-token wgmma costs a 16-token one, and the layer measured 1-5 % faster than at 32 under TP8 and
 EP8, 2-10 % under DeepEP low latency. Not up to the tok_e + 1.9 sigma bound (16): at 16 rows per
-expert under EP8 one or two of the 48 experts pass 24 rows in many draws, and each such second weight
+expert under EP8 one or two of the 48 experts pass 24 rows in some draws, and each such second weight
 pass cost the layer 4-5 % (docs/optimization.md, session 18)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
