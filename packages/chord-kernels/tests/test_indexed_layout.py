@@ -179,6 +179,10 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 151) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
+    assert choose(tp8, 768 * 8) == 24  # tok_e 16: 24-token blocks to 16 rows with many experts ...
+    assert choose(tp8, 769 * 8) == 32
+    assert choose(tp8, 1024 * 8) == 32  # tp8_1024
+    assert choose(pw, 48 * 15) == 32   # ... to 14 with EP8's 48
     assert choose(tp8, 8192 * 8) == 64  # tp8_8192, tok_e 171
     assert choose(tp8, 4096 * 8) == 64  # tok_e 85
     assert choose(tp8, 6144 * 8) == 24  # tok_e 128
@@ -194,7 +198,7 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     from chord_kernels.indexed.heuristics import choose_config
-    from chord_kernels.indexed.planner import config_for_rows, configs_for
+    from chord_kernels.indexed.planner import cached_plan, config_for_rows, configs_for
     from chord_kernels.indexed.wgmma import (
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
@@ -293,6 +297,12 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None  # the wide items
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
+    # So are the 32-token blocks there, balanced whatever the item count, and without tok_e.
+    decode32 = choose_config(7168, 256, 32)
+    assert decode32.schedule == "balanced" and configs_for(7168, 256, 32, "sm_90a") == (decode32,)
+    assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == decode32  # not its strided twin
+    assert config_for_rows(7168, 256, 32, "sm_90a", 21.3) is None
+    assert isinstance(configs_for(7168, 2048, 32, "sm_90a")[0], WgmmaConfig)
     # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the
     # consumer registers (then always written).
     prefill = choose_wgmma_config(4096, 7168, heuristics.PREFILL_BLOCK)

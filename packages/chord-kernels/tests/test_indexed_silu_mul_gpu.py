@@ -72,7 +72,7 @@ SCASES = [
     SCase(Case("ep8_gate_up_bm64_rows_tok85", 48, 4096, 7168, 48 * 85, 1, block_m=64), True),
     SCase(Case("tp8_gate_up_bm72_rows", 384, 512, 7168, 2400, 8, block_m=72), True),
     # I = 192 (three 64-channel output blocks: the last N tile's second warpgroup has none), expert_map.
-    SCase(Case("odd_blocks_expert_map_bm32", 16, 384, 640, 200, 4, block_m=32, routing="mapped"), True),
+    SCase(Case("odd_blocks_expert_map_bm32", 16, 384, 2080, 200, 4, block_m=32, routing="mapped"), True),
     SCase(Case("hot_expert_wide", 4, 256, 512, 500, 1, block_m=24, routing="hot"), True),
     # The seven-block items at two pipelined widths (6 and 7 blocks, 224 consumer registers): most
     # Kimi EP8 experts at 150 rows in one item, the rest of the others in a second one at width 6.
@@ -83,7 +83,7 @@ SCASES = [
     # 16-token blocks from K = 2048 run on the WGMMA kernel (fused).
     SCase(Case("wgmma_bm16", 48, 4096, 7168, 160, 1, block_m=16), True),
     # Two steps: I not a multiple of 64, and the decode kernel's blocks.
-    SCase(Case("i_not_multiple_of_64", 6, 264, 512, 40, 2, block_m=32), False),
+    SCase(Case("i_not_multiple_of_64", 6, 264, 2048, 40, 2, block_m=32), False),
     SCase(Case("decode_bm8", 48, 4096, 7168, 160, 1, block_m=8), False),
     SCase(Case("decode_bm16_k1024", 48, 4096, 1024, 160, 1, block_m=16), False),
 ]

@@ -53,8 +53,9 @@ TCASES = [
     # N = 264: three 128-channel units, so the last N tile's second warpgroup has no channels (it
     # used to count an arrival on the next token's first unit: sums never written, session 18).
     TCase(Case("odd_unit_count_bm80", 4, 264, 512, 300, 2, block_m=80), True, routing_order=True),
-    # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks.
-    TCase(Case("odd_units_mapped_bm32", 16, 200, 640, 300, 4, block_m=32, routing="mapped"), True,
+    # N = 200: the second 128-channel unit of a row is partial; expert_map; middle blocks (from
+    # K = 2048: below, 32-token blocks run on the decode kernel).
+    TCase(Case("odd_units_mapped_bm32", 16, 200, 2080, 300, 4, block_m=32, routing="mapped"), True,
           routing_order=True),
     # Every choice of every token on one expert (a token's rows in one item), empty experts + short K tile.
     TCase(Case("hot_expert_wide", 4, 256, 512, 400, 2, block_m=24, routing="hot"), True,
@@ -64,9 +65,10 @@ TCASES = [
     # 16-token blocks from K = 2048 run on the WGMMA kernel.
     TCase(Case("wgmma_bm16_mapped", 48, 7168, 2048, 160, 8, block_m=16, routing="mapped"), True),
     # N not a multiple of 8 (zeroed rows + topk_sum), and the decode kernel's blocks.
-    TCase(Case("n_not_multiple_of_8", 6, 204, 512, 40, 2, block_m=32), False),
+    TCase(Case("n_not_multiple_of_8", 6, 204, 2048, 40, 2, block_m=32), False),
     TCase(Case("decode_bm8_mapped", 48, 7168, 2048, 160, 8, block_m=8, routing="mapped"), False),
     TCase(Case("decode_bm16_tp8_down", 48, 7168, 256, 160, 8, block_m=16, routing="mapped"), False),
+    TCase(Case("decode_bm32_tp8_down", 48, 7168, 256, 1000, 8, block_m=32, routing="mapped"), False),
 ]
 
 

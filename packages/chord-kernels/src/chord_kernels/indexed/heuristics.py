@@ -19,6 +19,8 @@ __all__ = [
     "BLOCK_MS",
     "DYNAMIC_MIN_K",
     "LIST_RESERVE",
+    "MANY_EXPERTS",
+    "NARROW_MANY_MAX_TOK_E",
     "NARROW_MAX_TOK_E",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
@@ -76,6 +78,12 @@ NARROW_MAX_TOK_E = 14.0
 EP8, 2-10 % under DeepEP low latency. Not up to the tok_e + 1.9 sigma bound (16): at 16 rows per
 expert under EP8 one or two of the 48 experts pass 24 rows in some draws, and each such second weight
 pass cost the layer 4-5 % (docs/optimization.md, session 18)."""
+NARROW_MANY_MAX_TOK_E = 16.0
+""":data:`NARROW_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts, where an expert past
+24 rows is a small part of the work: TP8's layer (384 experts) measured 5-6 % faster with 24- than
+with 32-token blocks at 14-16 rows per expert, 3 % slower at 17 (docs/optimization.md, session 19)."""
+MANY_EXPERTS = 256
+"""Local experts from which :data:`NARROW_MANY_MAX_TOK_E` applies (measured at 384; EP8's 48 keep 14)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
@@ -109,8 +117,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
-    kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E`, then tok_e + 1.9 sigma (at
-    least 32) up to 64 rows per expert;
+    kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
+    from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E`.
     """
@@ -122,7 +130,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     if tok_e <= WGMMA_MIN_TOK_E:
         return 16
     if weight.profile in WGMMA_PROFILES:
-        if tok_e <= NARROW_MAX_TOK_E:
+        many = weight.num_experts >= MANY_EXPERTS
+        if tok_e <= (NARROW_MANY_MAX_TOK_E if many else NARROW_MAX_TOK_E):
             return WIDE_BLOCK
         if tok_e <= 64.0:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))

@@ -150,7 +150,7 @@ def _uses_wgmma(block_m: int, k: int, arch: str) -> bool:
 def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str) -> KernelConfig:
     """The kernel configuration for a shape (the branch point of the family's kernels)."""
     if _uses_wgmma(block_m, k, arch):
-        return choose_wgmma_config(n, k, block_m)
+        return _rows_config(n, k, block_m, None)
     cfg = choose_config(n, k, block_m)
     list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
     if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
@@ -182,16 +182,21 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
 
 
 WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
-"""The 24-token one-block items (up to ``WIDE_MIN_TOK_E`` rows per expert) run on the WGMMA kernel
-from this K on, on the decode kernel's 24-token configuration below: TP8's down (K = 256) measured
-8-9 % faster there at 10.7 and 13 rows per expert (docs/optimization.md, session 18)."""
+"""The one-block WGMMA items of 24 (up to ``WIDE_MIN_TOK_E`` rows per expert) and 32 tokens run on
+the WGMMA kernel from this K on, on the decode kernel's configuration of their block size below
+(balanced, whatever the item count): TP8's down (K = 256) measured 8-9 % faster there at 24-token
+blocks (10.7 and 13 rows per expert) and 4 % at 32-token blocks (16 and 21 rows per expert), whose
+strided twin gave back 1-6 % (docs/optimization.md, sessions 18 and 19)."""
+DECODE_ONE_BLOCK_MS = (WIDE_BLOCK, 32)
+"""The block sizes of those items."""
 
 
 def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelConfig:
     """:func:`choose_wgmma_config` for ``tok_e`` rows per expert, or the decode kernel's
-    configuration for the one-block 24-token items below :data:`WGMMA_ONE_BLOCK_MIN_K`."""
+    configuration for the one-block items of :data:`DECODE_ONE_BLOCK_MS` below
+    :data:`WGMMA_ONE_BLOCK_MIN_K`."""
     cfg = choose_wgmma_config(n, k, block_m, tok_e)
-    if block_m == WIDE_BLOCK and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K:
+    if block_m in DECODE_ONE_BLOCK_MS and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K:
         return choose_config(n, k, block_m)
     return cfg
 
@@ -205,7 +210,7 @@ def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> Ke
     if block_m != WIDE_BLOCK or not _uses_wgmma(block_m, k, arch):
         return None
     cfg = _rows_config(n, k, block_m, tok_e)
-    return None if cfg == choose_wgmma_config(n, k, block_m) else cfg
+    return None if cfg == _rows_config(n, k, block_m, None) else cfg
 
 
 @functools.lru_cache(maxsize=1024)
