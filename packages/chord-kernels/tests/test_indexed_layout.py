@@ -291,16 +291,29 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 1
     # Below K = 2048 (TP8's down) the one-block 24-token items are the decode kernel's.
-    decode24 = choose_config(7168, 256, heuristics.WIDE_BLOCK)
+    decode24 = heuristics.short_k_config(7168, heuristics.WIDE_BLOCK)
+    assert (decode24.block_n, decode24.ctas_per_sm, decode24.schedule) == (256, 2, "strided")
     assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 10.7) == decode24
     assert decode24 in configs_for(7168, 256, heuristics.WIDE_BLOCK, "sm_90a")
     assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None  # the wide items
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
-    # So are the 32-token blocks there, balanced whatever the item count, and without tok_e.
-    decode32 = choose_config(7168, 256, 32)
-    assert decode32.schedule == "balanced" and configs_for(7168, 256, 32, "sm_90a") == (decode32,)
-    assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == decode32  # not its strided twin
+    # So are the 32-token blocks there (512-channel tiles, one CTA per SM), without tok_e; narrow N
+    # keeps choose_config's tiles.
+    decode32 = heuristics.short_k_config(7168, 32)
+    assert (decode32.block_n, decode32.ctas_per_sm, decode32.schedule) == (512, 1, "strided")
+    assert configs_for(7168, 256, 32, "sm_90a") == (decode32,)
+    assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == decode32
+    assert cached_plan(264, 256, 32, 40, 132, "sm_90a", None).config == choose_config(264, 256, 32)
+    # And the decode kernel's own 16-token blocks there take the 24-token blocks' tiles.
+    decode16 = heuristics.short_k_config(7168, 16)
+    assert dataclasses.replace(decode16, block_m=24) == decode24
+    assert configs_for(7168, 256, 16, "sm_90a") == (decode16,)
+    assert cached_plan(7168, 256, 16, 4000, 132, "sm_90a", None).config == decode16
+    assert decode16 not in configs_for(7168, 256, 16, "sm_100a")  # Blackwell keeps choose_config's
+    assert heuristics.short_k_config(2048, 16) is None and heuristics.short_k_config(7168, 8) is None
+    for cfg in (decode16, decode24, decode32):
+        assert cfg.smem_bytes(0) <= cfg.per_cta_budget()
     assert config_for_rows(7168, 256, 32, "sm_90a", 21.3) is None
     assert isinstance(configs_for(7168, 2048, 32, "sm_90a")[0], WgmmaConfig)
     # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the

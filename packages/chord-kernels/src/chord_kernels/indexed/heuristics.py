@@ -34,6 +34,7 @@ __all__ = [
     "choose_schedule",
     "general_config",
     "max_stages",
+    "short_k_config",
 ]
 
 LIST_RESERVE = 4096
@@ -187,6 +188,26 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
         stages = max_stages(block_m, warps=8, mt=1, bk=256, ctas_per_sm=1, limit=3)
         return DecodeConfig(block_m=block_m, warps=8, mt=1, bk=256, stages=stages, ctas_per_sm=1, schedule="balanced")
     return general_config(block_m)
+
+
+SHORT_K_WIDE_MIN_N = 4096
+"""From this N on :func:`short_k_config` has wide tiles (measured at Kimi's 7168 only)."""
+
+
+@functools.lru_cache(maxsize=64)
+def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
+    """The decode kernel's configuration for 16-32-token blocks where the planner gives it short-K
+    GEMMs on sm_90a (below ``planner.WGMMA_ONE_BLOCK_MIN_K``: TP8's down, K = 256, one stage per
+    item, so the per-item work around the MMAs weighs), or None (N below
+    :data:`SHORT_K_WIDE_MIN_N`: :func:`choose_config`'s). Wider N tiles than :func:`choose_config`'s
+    128 channels, in a strided order: 256 channels (4 warps x 4 atoms) at two CTAs per SM for 16-
+    and 24-token blocks; 512 (8 warps x 4 atoms) at one CTA for 32, where two CTAs of 256 channels
+    do not fit shared memory. Measured on TP8's down: 15-17 %, 9-13 % and 6-8 % faster than the
+    128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19)."""
+    if n < SHORT_K_WIDE_MIN_N or block_m not in (16, 24, 32):
+        return None
+    warps, ctas = (8, 1) if block_m == 32 else (4, 2)
+    return DecodeConfig(block_m=block_m, warps=warps, mt=4, bk=256, stages=2, ctas_per_sm=ctas, schedule="strided")
 
 
 @functools.lru_cache(maxsize=16)

@@ -32,6 +32,7 @@ from chord_kernels.indexed.heuristics import (
     choose_config,
     choose_schedule,
     general_config,
+    short_k_config,
 )
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
@@ -151,6 +152,9 @@ def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str
     """The kernel configuration for a shape (the branch point of the family's kernels)."""
     if _uses_wgmma(block_m, k, arch):
         return _rows_config(n, k, block_m, None)
+    wide = _short_k_config(n, k, block_m, arch)
+    if wide is not None:
+        return wide
     cfg = choose_config(n, k, block_m)
     list_cap = capacity if capacity <= LIST_CAP_LIMIT else 0
     if cfg.smem_bytes(list_cap) > cfg.per_cta_budget():
@@ -183,22 +187,29 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
 
 WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
 """The one-block WGMMA items of 24 (up to ``WIDE_MIN_TOK_E`` rows per expert) and 32 tokens run on
-the WGMMA kernel from this K on, on the decode kernel's configuration of their block size below
-(balanced, whatever the item count): TP8's down (K = 256) measured 8-9 % faster there at 24-token
-blocks (10.7 and 13 rows per expert) and 4 % at 32-token blocks (16 and 21 rows per expert), whose
-strided twin gave back 1-6 % (docs/optimization.md, sessions 18 and 19)."""
+the WGMMA kernel from this K on; below, on the decode kernel, with ``short_k_config``'s wide tiles
+as its own 16-token blocks there (``choose_config``'s for narrow N). On TP8's down (K = 256)
+``choose_config``'s tiles measured 8-9 % (24-token blocks) and 4 % (32) faster than the WGMMA
+items, and ``short_k_config``'s took a further 6-13 % off (docs/optimization.md, sessions 18 and
+19)."""
 DECODE_ONE_BLOCK_MS = (WIDE_BLOCK, 32)
 """The block sizes of those items."""
 
 
 def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelConfig:
     """:func:`choose_wgmma_config` for ``tok_e`` rows per expert, or the decode kernel's
-    configuration for the one-block items of :data:`DECODE_ONE_BLOCK_MS` below
+    ``short_k_config`` for the one-block items of :data:`DECODE_ONE_BLOCK_MS` below
     :data:`WGMMA_ONE_BLOCK_MIN_K`."""
     cfg = choose_wgmma_config(n, k, block_m, tok_e)
     if block_m in DECODE_ONE_BLOCK_MS and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K:
-        return choose_config(n, k, block_m)
+        return short_k_config(n, block_m) or choose_config(n, k, block_m)
     return cfg
+
+
+def _short_k_config(n: int, k: int, block_m: int, arch: str) -> KernelConfig | None:
+    """``short_k_config`` for the decode kernel's own blocks below K = 2048 on sm_90a (16 tokens;
+    24 and 32 come through :func:`_rows_config`), else None."""
+    return short_k_config(n, block_m) if arch == WGMMA_ARCH and k < WGMMA_BLOCK16_MIN_K else None
 
 
 def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
@@ -220,6 +231,9 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     check_block_m(block_m, arch)
     if _uses_wgmma(block_m, k, arch):
         return tuple(dict.fromkeys(_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
+    wide = _short_k_config(n, k, block_m, arch)
+    if wide is not None:
+        return (wide,)
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
     if cfg.schedule == "balanced":
