@@ -1,7 +1,8 @@
 # ruff: noqa: B023  (the timed closures run within their loop iteration)
-"""Session 19: TP8's down (N = 7168, K = 256) on the decode kernel with wider N tiles (256 and 512
+"""Session 19: TP8's down (N = 7168, K = 256) on the decode kernel with wider N tiles (192-512
 channels: more warps or more atoms per warp) and fewer CTAs per SM, against the planned 128-channel
-tiles, at 512 / 768 / 1024 tokens (24 / 24 / 32-token blocks), the GEMM alone, interleaved."""
+tiles, at 512-1024 tokens (24- and 32-token blocks), the GEMM alone, interleaved. SWEEP=1 and 2 are
+the two sweeps that ran (down_tiles_1.json, down_tiles2.json)."""
 import dataclasses
 import json
 import os
@@ -22,7 +23,12 @@ PRE = sys.argv[1:2] == ["precompile"]
 dev = torch.device("cpu" if PRE else "cuda")
 OUT = os.environ.get("OUT", "/tmp")
 e, n, k, top_k = 384, 7168, 256, 8
-SHAPES = ((4, 2, 2), (4, 4, 2), (8, 2, 2), (4, 4, 1), (8, 2, 1), (8, 4, 1), (4, 8, 1), (4, 1, 4), (8, 1, 2))
+SWEEP = os.environ.get("SWEEP", "2")
+SHAPES = {"1": ((4, 2, 2), (4, 4, 2), (8, 2, 2), (4, 4, 1), (8, 2, 1), (8, 4, 1), (4, 8, 1), (4, 1, 4), (8, 1, 2)),
+          "2": ((4, 4, 2), (8, 2, 2), (8, 4, 1), (16, 2, 1), (12, 2, 1), (8, 3, 1), (4, 6, 1), (6, 2, 2), (4, 3, 2),
+                (16, 1, 1), (12, 1, 2))}[SWEEP]
+CASES = {"1": ((512, 24), (768, 24), (1024, 32)),
+         "2": ((512, 24), (640, 24), (768, 24), (896, 32), (1024, 32))}[SWEEP]
 
 
 def variants(bm):
@@ -32,7 +38,7 @@ def variants(bm):
         cfg = DecodeConfig(block_m=bm, warps=warps, mt=mt, bk=256, stages=stages, ctas_per_sm=ctas, schedule="balanced")
         if cfg.smem_bytes(0) <= cfg.per_cta_budget() and cfg != out["plan"]:
             out[f"w{warps}m{mt}c{ctas}s{stages}"] = cfg
-            if mt * warps >= 16:
+            if SWEEP == "2" or mt * warps >= 16:
                 out[f"w{warps}m{mt}c{ctas}s{stages}S"] = dataclasses.replace(cfg, schedule="strided")
     return out
 
@@ -48,7 +54,7 @@ if PRE:
 g = torch.Generator(device=dev).manual_seed(7)
 w = chord_kernels.pack("indexed", *random_quantized(e, n, k, generator=g, device=dev), profile="h200_tp8")
 res = []
-for m, bm in ((512, 24), (768, 24), (1024, 32)):
+for m, bm in CASES:
     ids = torch.rand(m, e, generator=g, device=dev).argsort(dim=1)[:, :top_k].to(torch.int32)
     tw = torch.rand(m * top_k, generator=g, device=dev)
     a = (torch.randn(m * top_k, k, generator=g, device=dev) * 0.5).to(torch.bfloat16)
@@ -68,4 +74,4 @@ for m, bm in ((512, 24), (768, 24), (1024, 32)):
     print(f"tp8_{m} bm {bm}: plan {us['plan']:.1f}; best " + "  ".join(f"{t} {v:.1f}" for t, v in best)
           + f"; identical {all(same.values())}", flush=True)
     print("   " + "  ".join(f"{t} {v:.1f}" for t, v in us.items()), flush=True)
-    json.dump(res, open(f"{OUT}/down_tiles_1.json", "w"), indent=1)
+    json.dump(res, open(f"{OUT}/down_tiles{'_1' if SWEEP == '1' else '2'}.json", "w"), indent=1)
