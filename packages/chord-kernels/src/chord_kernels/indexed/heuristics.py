@@ -174,7 +174,8 @@ def choose_config(n: int, k: int, block_m: int) -> DecodeConfig:
       for K >= 1024, or eight one-atom warps for K = 256;
     * every other shape: the shape-independent :func:`general_config`.
 
-    The planner may switch a balanced configuration to its strided twin (:func:`choose_schedule`).
+    The planner may switch a balanced configuration to its strided twin (:func:`choose_schedule`);
+    on sm_90a it gives short-K GEMMs of 16-32-token blocks :func:`short_k_config`'s wider tiles.
     """
     if n >= 256 and block_m == 8 and (k >= 1024 or k == 256):
         return DecodeConfig(block_m=8, warps=4, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced")
