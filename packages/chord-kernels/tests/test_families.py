@@ -32,5 +32,5 @@ def test_layouts_come_from_the_family_list() -> None:
 
 
 def test_unknown_family_is_named() -> None:
-    with pytest.raises(ChordInputError, match=r"unknown \['grouped-v9'\]; registered: \['activation', 'dequant', 'grouped', 'indexed', 'topk'\]"):
+    with pytest.raises(ChordInputError, match=r"unknown \['grouped-v9'\]; registered: \['activation', 'dequant', 'grouped', 'indexed', 'routing', 'topk'\]"):
         precompile(("sm_90a",), ["grouped-v9"])

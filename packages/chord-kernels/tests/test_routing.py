@@ -24,6 +24,17 @@ def test_align_hand_worked_case() -> None:
     assert r.num_tokens_post_padded.dtype == torch.int32 and r.num_tokens_post_padded.tolist() == [12]
 
 
+def test_align_leaves_out_ids_outside_the_experts() -> None:
+    # Slots 1 (-1) and 4 (id 3 of 3 experts) are not routed; the rest as if they were absent.
+    topk_ids = torch.tensor([[0, -1], [2, 0], [3, 2]], dtype=torch.int64)
+    r = align_block_size(topk_ids, block_m=2, num_experts=3)
+    sentinel = 6
+    assert r.sorted_token_ids.tolist()[:4] == [0, 3, 2, 5]
+    assert set(r.sorted_token_ids.tolist()[4:]) == {sentinel}
+    assert r.expert_ids.tolist()[:3] == [0, 2, -1]
+    assert r.num_tokens_post_padded.tolist() == [4]
+
+
 def test_align_expert_map_marks_non_local_blocks() -> None:
     topk_ids = torch.tensor([[0, 3], [1, 3]])
     expert_map = torch.tensor([-1, -1, 0, 1])  # this rank holds global experts 2 and 3

@@ -33,6 +33,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("dequant", kernels="chord_kernels.ops.dequant"),
     Family("topk", kernels="chord_kernels.ops.topk"),
     Family("activation", kernels="chord_kernels.ops.activation"),
+    Family("routing", kernels="chord_kernels.ops.align"),
 )
 
 LAYOUT_MODULES: tuple[str, ...] = ("chord_kernels.packed", *(f.layout for f in FAMILIES if f.layout))

@@ -1,7 +1,8 @@
-"""Routing tensors for both kernel families, built with pure PyTorch.
+"""Routing tensors for both kernel families.
 
 ``align_block_size`` follows vLLM's ``moe_align_block_size`` contract exactly and never
-synchronizes the host (shapes depend only on input shapes), so it is CUDA-graph capturable.
+synchronizes the host (shapes depend only on input shapes), so it is CUDA-graph capturable; on
+CUDA tensors it is one kernel launch (:mod:`chord_kernels.ops.align`), elsewhere pure PyTorch.
 The grouped builders (DeepGEMM-style contiguous and masked layouts) size their outputs from the
 routed counts unless told a bound, which costs one host synchronization; they serve prefill.
 """
@@ -57,6 +58,12 @@ def _expert_counts(flat: torch.Tensor, num_experts: int) -> torch.Tensor:
     return counts.index_add_(0, flat, torch.ones_like(flat))
 
 
+def _aligned_sizes(numel: int, num_experts: int, block_m: int) -> tuple[int, int]:
+    """(capacity, blocks) of an aligned routing: room for every expert's last partial block."""
+    capacity = numel + num_experts * (block_m - 1)
+    return capacity, math.ceil(capacity / block_m)
+
+
 def align_block_size(
     topk_ids: torch.Tensor,
     block_m: int,
@@ -67,7 +74,10 @@ def align_block_size(
 
     ``num_experts`` counts global experts (the range of ``topk_ids``); ``expert_map`` maps a
     global id to its local id or -1, as in vLLM expert parallelism. Within an expert, slots keep
-    ascending flat order. Capacity is ``numel + num_experts * (block_m - 1)``.
+    ascending flat order. Capacity is ``numel + num_experts * (block_m - 1)``. Slots whose id lies
+    outside ``[0, num_experts)`` are not routed (vLLM's ``ignore_invalid_experts``; the top-k sums
+    skip them too). CUDA tensors take one kernel launch (:mod:`chord_kernels.ops.align`), other
+    devices plain PyTorch; both give the same tensors.
     """
     _check_topk_ids(topk_ids)
     if block_m <= 0:
@@ -75,24 +85,44 @@ def align_block_size(
     if num_experts <= 0:
         raise ChordInputError(f"num_experts: expected a positive integer, got {num_experts}")
     _check_expert_map(expert_map, num_experts, topk_ids.device)
-    device = topk_ids.device
-    flat = topk_ids.reshape(-1).to(torch.int64)
-    numel = flat.numel()
-    capacity = numel + num_experts * (block_m - 1)
-    num_blocks = math.ceil(capacity / block_m)
+    device, numel = topk_ids.device, topk_ids.numel()
+    capacity, num_blocks = _aligned_sizes(numel, num_experts, block_m)
+    if device.type == "cuda":
+        from chord_kernels.ops import align
 
-    counts = _expert_counts(flat, num_experts)
+        sorted_token_ids = torch.empty(capacity, dtype=torch.int32, device=device)
+        expert_ids = torch.empty(num_blocks, dtype=torch.int32, device=device)
+        total = torch.empty(1, dtype=torch.int32, device=device)
+        local_map = None if expert_map is None else expert_map.to(torch.int32).contiguous()
+        align.align_into(topk_ids.reshape(-1).contiguous(), local_map, block_m, num_experts, sorted_token_ids,
+                         expert_ids, total)
+        return AlignedRouting(sorted_token_ids, expert_ids, total, block_m, numel, topk_ids.shape[1])
+    return _align_with_torch(topk_ids, block_m, num_experts, expert_map)
+
+
+def _align_with_torch(topk_ids: torch.Tensor, block_m: int, num_experts: int,
+                      expert_map: torch.Tensor | None) -> AlignedRouting:
+    """:func:`align_block_size` in PyTorch operations (a stable sort), on any device."""
+    device, numel = topk_ids.device, topk_ids.numel()
+    capacity, num_blocks = _aligned_sizes(numel, num_experts, block_m)
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    routed = (flat >= 0) & (flat < num_experts)
+    key = torch.where(routed, flat, num_experts)  # unrouted slots sort behind every expert
+    counts = _expert_counts(key, num_experts + 1)[:num_experts]
     padded = (counts + block_m - 1) // block_m * block_m
     padded_end = torch.cumsum(padded, 0)
     padded_start = padded_end - padded
     count_start = torch.cumsum(counts, 0) - counts
 
-    order = torch.argsort(flat, stable=True)
-    sorted_experts = flat[order]
+    order = torch.argsort(key, stable=True)
+    sorted_experts = key[order]
+    kept = sorted_experts < num_experts
+    sorted_experts = sorted_experts.clamp_max(num_experts - 1)
     rank = torch.arange(numel, device=device) - count_start[sorted_experts]
-    dest = padded_start[sorted_experts] + rank
+    spare = num_blocks * block_m  # where unrouted slots go: one element past the blocks, dropped
+    dest = torch.where(kept, padded_start[sorted_experts] + rank, spare)
 
-    sorted_token_ids = torch.full((num_blocks * block_m,), numel, dtype=torch.int32, device=device)
+    sorted_token_ids = torch.full((spare + 1,), numel, dtype=torch.int32, device=device)
     sorted_token_ids[dest] = order.to(torch.int32)
     sorted_token_ids = sorted_token_ids[:capacity]
 

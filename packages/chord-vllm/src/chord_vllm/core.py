@@ -93,7 +93,7 @@ def reference_down_sum(act: torch.Tensor, w2: PackedWeight, route: Routing, topk
 
 def chord_align(topk_ids: torch.Tensor, block_m: int, num_experts: int,
                 expert_map: torch.Tensor | None) -> Routing:
-    """``chord_kernels.routing.align_block_size``: vLLM's contract in pure PyTorch, graph-safe."""
+    """``chord_kernels.routing.align_block_size``: vLLM's contract (CUDA kernels on the GPU), graph-safe."""
     r = routing.align_block_size(topk_ids, block_m, num_experts, expert_map)
     return r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded
 
