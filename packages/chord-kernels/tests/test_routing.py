@@ -111,3 +111,12 @@ def test_masked_layout_with_expert_map() -> None:
     assert r.row_slots.tolist() == [[1, 2, -1], [3, 4, 5]]
     with pytest.raises(ChordInputError, match="max_m"):
         masked_layout(ids, 4, max_m=2, expert_map=expert_map)
+
+
+def test_align_kernels_refuse_int32_overflow() -> None:
+    from chord_kernels import ChordUnsupportedError
+    from chord_kernels.ops import align
+
+    ids, out = torch.zeros(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32)
+    with pytest.raises(ChordUnsupportedError, match="int32 indices"):  # 3 chunks x 2^30 experts
+        align.align_into(ids, None, 8, 1 << 30, out, out, out, chunk_slots=1)

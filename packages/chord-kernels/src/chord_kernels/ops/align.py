@@ -92,8 +92,10 @@ def align_into(flat_ids: torch.Tensor, expert_map: torch.Tensor | None, block_m:
     :func:`chord_kernels.routing.align_block_size` documents) from contiguous ``flat_ids``
     (int32 or int64). ``expert_map`` is int32 or None."""
     numel, capacity = flat_ids.numel(), sorted_token_ids.numel()
-    if capacity > _MAX_ROWS:
-        raise ChordUnsupportedError(f"align_block_size: {capacity} routing rows exceed the kernels' int32 rows")
+    chunks = max(1, math.ceil(numel / chunk_slots))
+    if max(capacity, chunks * num_experts) > _MAX_ROWS:
+        raise ChordUnsupportedError(f"align_block_size: {numel} slots over {num_experts} experts exceed the "
+                                    "kernels' int32 indices")
     limit = _smem_limit(flat_ids.device.index)
     layout = (expert_map, sorted_token_ids, expert_ids, total, i32(numel), i32(num_experts), i32(block_m),
               i32(capacity), i32(expert_ids.numel()))
@@ -106,7 +108,6 @@ def align_into(flat_ids: torch.Tensor, expert_map: torch.Tensor | None, block_m:
         raise ChordUnsupportedError(
             f"align_block_size: {num_experts} experts need {chunk_smem} bytes of shared memory, the GPU allows {limit}"
         )
-    chunks = max(1, math.ceil(numel / chunk_slots))
     scratch = torch.empty(chunks * num_experts + num_experts, dtype=torch.int32, device=flat_ids.device)
     counts, first_row = scratch[: chunks * num_experts], scratch[chunks * num_experts:]
     chunk_args = (flat_ids, i32(numel), i32(num_experts), i32(chunk_slots))
