@@ -53,6 +53,15 @@ steps = {
     "align.align_into": lambda: align.align_into(flat, None, 16, 384, *o),
     "routing.align_block_size": lambda: routing.align_block_size(ids, 16, 384),
 }
+from chord_kernels import formats, pack  # noqa: E402
+from chord_kernels.indexed import gemm  # noqa: E402
+
+w = pack("indexed", *(t.to(dev) for t in formats.random_quantized(8, 512, 7168)), profile="h200_tp8")
+a = torch.randn(4, 7168, device=dev).bfloat16()
+r8 = routing.align_block_size(torch.randint(0, 8, (4, 2), device=dev), 8, 8)
+g_out = torch.empty(8, 512, dtype=torch.bfloat16, device=dev)
+steps["indexed.gemm (M = 4, decode kernel)"] = lambda: gemm(a, w, r8.sorted_token_ids, r8.expert_ids,
+                                                            r8.num_tokens_post_padded, block_m=8, top_k=2, out=g_out)
 res = {k: per_call(f) for k, f in steps.items()}
 for k, v in res.items():
     print(f"{k:<32} {v:7.2f} µs", flush=True)
