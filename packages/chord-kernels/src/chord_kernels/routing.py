@@ -2,7 +2,7 @@
 
 ``align_block_size`` follows vLLM's ``moe_align_block_size`` contract exactly and never
 synchronizes the host (shapes depend only on input shapes), so it is CUDA-graph capturable; on
-CUDA tensors it is one kernel launch (:mod:`chord_kernels.ops.align`), elsewhere pure PyTorch.
+CUDA tensors it is CUDA kernels (:mod:`chord_kernels.ops.align`), elsewhere pure PyTorch.
 The grouped builders (DeepGEMM-style contiguous and masked layouts) size their outputs from the
 routed counts unless told a bound, which costs one host synchronization; they serve prefill.
 """
@@ -76,8 +76,8 @@ def align_block_size(
     global id to its local id or -1, as in vLLM expert parallelism. Within an expert, slots keep
     ascending flat order. Capacity is ``numel + num_experts * (block_m - 1)``. Slots whose id lies
     outside ``[0, num_experts)`` are not routed (vLLM's ``ignore_invalid_experts``; the top-k sums
-    skip them too). CUDA tensors take one kernel launch (:mod:`chord_kernels.ops.align`), other
-    devices plain PyTorch; both give the same tensors.
+    skip them too). CUDA tensors take one kernel launch, three above 2048 slots
+    (:mod:`chord_kernels.ops.align`), other devices plain PyTorch; both give the same tensors.
     """
     _check_topk_ids(topk_ids)
     if block_m <= 0:
