@@ -511,6 +511,8 @@ def fused_moe(
     the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts
     contribute. Returns bf16 ``[M, H]`` (``M`` may be 0), matching
     :func:`chord_kernels.reference.moe_layer`. ``workspace`` serves both GEMMs (see :func:`gemm`).
+    The routing is :func:`~chord_kernels.routing.align_block_size` (CUDA kernels). Before CUDA-graph
+    capture, call it once eagerly, or :func:`prepare` both weights and ``ops.align.prepare``.
     """
     require_tensor("hidden", hidden, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=hidden.device)
