@@ -58,19 +58,15 @@ def align_kernel(entry: str, id_dtype: torch.dtype = torch.int32) -> CudaKernel:
     return CudaKernel(name=f"align_{entry}{suffix}", source=source, entry=f"chord_align_{entry}")
 
 
-def _all_kernels() -> list[CudaKernel]:
+def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
+    """The op's precompile hook (:mod:`chord_kernels.families`): every kernel, for every ``arch``."""
     return [align_kernel("layout")] + [align_kernel(entry, dtype) for entry in ("single", "count", "scatter")
                                        for dtype in (torch.int32, torch.int64)]
 
 
-def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
-    """The op's precompile hook (:mod:`chord_kernels.families`)."""
-    return _all_kernels()
-
-
 def prepare(device: torch.device) -> None:
     """Compile and load every kernel for any expert count (before CUDA-graph capture)."""
-    for kernel in _all_kernels():
+    for kernel in kernels():
         kernel.prepare(device, smem=_smem_limit(device.index))
 
 

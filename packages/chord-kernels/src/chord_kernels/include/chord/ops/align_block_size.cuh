@@ -49,10 +49,13 @@ __device__ __forceinline__ void warp_range(int begin, int end, int& lo, int& hi)
   hi = min(end, lo + per_warp);
 }
 
-// table[warp][e] (zeroed) += the slots of this warp's range that chose e.
+// table[warp][e] = the slots of this warp's range that chose e (the whole CTA takes part; the
+// table is complete when it returns).
 template <typename Id>
 __device__ __forceinline__ void count_slots(const Id* __restrict__ ids, int begin, int end, int num_experts,
                                             int32_t* table) {
+  for (int i = threadIdx.x; i < static_cast<int>(blockDim.x / 32) * num_experts; i += blockDim.x) table[i] = 0;
+  __syncthreads();
   int lo, hi;
   warp_range(begin, end, lo, hi);
   int32_t* mine = table + (threadIdx.x / 32) * num_experts;
@@ -65,6 +68,7 @@ __device__ __forceinline__ void count_slots(const Id* __restrict__ ids, int begi
       if (e[u] >= 0) atomicAdd(mine + e[u], 1);
     }
   }
+  __syncthreads();
 }
 
 // Writes every slot of this warp's range at its row; next_row[warp][e] starts at the warp's
@@ -167,10 +171,7 @@ __device__ __forceinline__ void single(const Id* __restrict__ ids, const Outputs
   const int warps = kLayoutThreads / 32;
   int32_t* table = smem;                            // [warp][expert]
   int32_t* first_row = smem + warps * o.num_experts;  // [expert + 1]
-  for (int i = threadIdx.x; i < warps * o.num_experts; i += blockDim.x) table[i] = 0;
-  __syncthreads();
   count_slots(ids, 0, o.numel, o.num_experts, table);
-  __syncthreads();
   column_prefixes(table, warps, o.num_experts, first_row);
   __syncthreads();
   write_layout(first_row, o);
@@ -186,11 +187,8 @@ __device__ __forceinline__ void count_chunk(const Id* __restrict__ ids, int nume
                                             int32_t* __restrict__ counts) {
   extern __shared__ int32_t smem[];
   const int warps = kChunkThreads / 32;
-  for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x) smem[i] = 0;
-  __syncthreads();
   const int begin = min(numel, static_cast<int>(blockIdx.x) * chunk);
   count_slots(ids, begin, min(numel, begin + chunk), num_experts, smem);
-  __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
     int32_t sum = 0;
     for (int w = 0; w < warps; ++w) sum += smem[w * num_experts + e];
@@ -210,19 +208,18 @@ __device__ __forceinline__ void layout(int32_t* counts, int chunks, int32_t* __r
   for (int e = threadIdx.x; e < o.num_experts; e += blockDim.x) first_row_out[e] = smem[e];
 }
 
-// CTA c of kChunkThreads: writes chunk c's slots. Dynamic shared memory as align_count.
+// CTA c of kChunkThreads: writes chunk c's slots. It counts its chunk again, per warp: on chip,
+// cheaper than align_count keeping a table eight times larger for align_layout to walk. Dynamic
+// shared memory as align_count.
 template <typename Id>
 __device__ __forceinline__ void scatter_chunk(const Id* __restrict__ ids, int numel, int num_experts, int chunk,
                                               const int32_t* __restrict__ offsets,
                                               const int32_t* __restrict__ first_row, int32_t* __restrict__ sorted_ids) {
   extern __shared__ int32_t smem[];
   const int warps = kChunkThreads / 32;
-  for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x) smem[i] = 0;
-  __syncthreads();
   const int begin = min(numel, static_cast<int>(blockIdx.x) * chunk);
   const int end = min(numel, begin + chunk);
   count_slots(ids, begin, end, num_experts, smem);
-  __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
     int32_t row = first_row[e] + offsets[blockIdx.x * num_experts + e];
     for (int w = 0; w < warps; ++w) {
