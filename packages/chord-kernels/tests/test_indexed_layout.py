@@ -202,6 +202,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     from chord_kernels.indexed.wgmma import (
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
+        RUN_TILES,
         SMEM_LIMIT,
         WIDE_CONSUMER_REGS,
         WIDE_SEVEN_WIDTHS,
@@ -335,6 +336,19 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     for regs in (220, 120, 248):
         with pytest.raises(ChordInputError, match="consumer_regs"):
             WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, consumer_regs=regs)
+    # Runs of N tiles over a resident activation tile, the consumers in turns: the 256-K
+    # configurations up to K = 256 (TP8's down), not beyond; the template's two last arguments.
+    runs = choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK)
+    assert (runs.n_run, runs.pingpong, runs.stages) == (RUN_TILES, True, 3)
+    assert runs.template_args().endswith(f", 0u, 216, 0u, {RUN_TILES}, true")
+    assert runs.resident_bytes == 4 * 128 * 128 and runs.stage_bytes == 16 * 8 * 288
+    assert choose_wgmma_config(7168, 256, 72).n_run == RUN_TILES
+    assert choose_wgmma_config(7168, 2048, heuristics.PREFILL_BLOCK).n_run == 0
+    assert choose_wgmma_config(7168, 256, heuristics.WIDE_BLOCK).n_run == 0  # the weight ring's 128-K stages
+    for bad in ({"n_run": 2, "bk": 128}, {"n_run": -1}, {"pingpong": True},
+                {"n_run": 2, "pingpong": True, "consumers": 1}):
+        with pytest.raises(ChordInputError, match="n_run|pingpong"):
+            WgmmaConfig(block_m=64, mt=2, stages=2, **bad)
 
 
 @pytest.mark.parametrize("block_m", heuristics.BLOCK_MS)

@@ -13,6 +13,7 @@ from test_indexed_gpu import Case, _rel_err, _routing, _weights
 
 import chord_kernels
 from chord_kernels import reference
+from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.routing import align_block_size
@@ -128,6 +129,18 @@ WCASES = [
           WgmmaConfig(40, 2, 256, 2, row_widths=(8, 16, 24, 32))),
     WCase(Case("rows_items2_every_count", 6, 264, 1056, 700, 2, block_m=64, weighted=True),
           WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 40, 72, 96, 120))),
+    # Runs of N tiles over a resident activation tile, the consumers in turns (K <= 256: one stage
+    # per item): the planned TP8 down on 64 x 2 items; runs not dividing the N tiles with a partial
+    # last tile, a short K and an expert map; a hot expert under the dynamic schedule; M = 1 with
+    # one tile per warpgroup; row widths without the turns.
+    WCase(Case("runs_tp8_down_bm64_weighted", 384, 7168, 256, 384 * 100, 1, block_m=64, weighted=True)),
+    WCase(Case("runs_edges_mapped_weighted", 16, 1800, 224, 300, 4, block_m=40, routing="mapped", weighted=True),
+          WgmmaConfig(40, 2, 256, 3, n_run=3, pingpong=True)),
+    WCase(Case("runs_dynamic_hot_expert", 4, 1800, 96, 500, 1, block_m=24, routing="hot"),
+          WgmmaConfig(24, 2, 256, 3, items=2, n_run=5, pingpong=True, dynamic=True)),
+    WCase(Case("runs_m1", 6, 264, 32, 1, 2, block_m=8), WgmmaConfig(8, 1, 256, 3, n_run=2, pingpong=True)),
+    WCase(Case("runs_row_widths_no_turns", 48, 7168, 256, 48 * 60, 1, block_m=80),
+          WgmmaConfig(80, 2, 256, 3, n_run=4, row_widths=(64, 72))),
 ]
 
 
@@ -189,12 +202,13 @@ def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
     assert torch.equal(outs[0], outs[1]), "row widths changed the result"
 
 
-@pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "dynamic"])
-def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool) -> None:
+@pytest.mark.parametrize(("dynamic", "runs"), [(False, False), (True, False), (False, True)],
+                         ids=["strided", "dynamic", "runs"])
+def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool) -> None:
     """Capture, then two replays on fresh inputs (the dynamic schedule's counters are reset by each
-    launch, so every replay takes every item)."""
+    launch, so every replay takes every item; runs: K = 256, the planned runs of N tiles)."""
     gen = torch.Generator(device="cuda").manual_seed(11)
-    e, n, k, rows, top_k, block_m = 16, 512, 1024, 300, 2, 48
+    e, n, k, rows, top_k, block_m = 16, 512, 256 if runs else 1024, 300, 2, 48
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
@@ -202,6 +216,7 @@ def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool) -> None:
     a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
     out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
     config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic)
+    assert bool(config.n_run) == runs
     ws = new_workspace(plan(pw, block_m=block_m, capacity=r.expert_ids.numel(), config=config).workspace_bytes)
     run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731
                        block_m=block_m, top_k=top_k, out=out, config=config, workspace=ws)
@@ -221,16 +236,18 @@ def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool) -> None:
         assert _rel_err(out, ref) <= REL_TOL
 
 
+@pytest.mark.parametrize("runs", [0, 3], ids=["items", "runs"])
 @pytest.mark.parametrize("dynamic", [False, True], ids=["strided", "dynamic"])
 @pytest.mark.parametrize("walk", [False, True], ids=["listed", "walked"])
-def test_items_over_shuffled_blocks(walk: bool, dynamic: bool) -> None:
+def test_items_over_shuffled_blocks(walk: bool, dynamic: bool, runs: int) -> None:
     """Routing blocks in a random order (an expert's blocks in several runs, as the contract
     allows) with items listed in shared memory, and with more routing blocks than the list holds
-    (the kernel walks the blocks and cuts runs at multiples of the item size)."""
+    (the kernel walks the blocks and cuts runs at multiples of the item size); items of one N tile
+    and runs of N tiles."""
     gen = torch.Generator(device="cuda").manual_seed(17 + walk)
-    e, n, k, top_k, block_m = 64, 136, 256, 3, 16
+    e, n, k, top_k, block_m = 64, 136 + 256 * runs, 256, 3, 16
     rows = 8192 if walk else 600
-    config = WgmmaConfig(block_m, 2, 256, 2, items=8, dynamic=dynamic)
+    config = WgmmaConfig(block_m, 2, 256, 2, items=8, dynamic=dynamic, n_run=runs, pingpong=runs > 0)
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
@@ -252,3 +269,43 @@ def test_items_over_shuffled_blocks(walk: bool, dynamic: bool) -> None:
                                  block_m=block_m, top_k=top_k)
     assert not out.isnan().any()
     assert _rel_err(out, ref) <= REL_TOL
+
+
+@pytest.mark.parametrize(("block_m", "tok_e"), [(56, 42.7), (64, 170.0)], ids=["bm56", "bm64_items2"])
+def test_runs_bit_identical_to_items(block_m: int, tok_e: float) -> None:
+    """Runs of N tiles over a resident activation tile, the consumers in turns, give the very bits
+    of items of one N tile: the same K loop and epilogue per tile (TP8's down, planned configuration
+    against the same one without runs; slot-order rows and routing-order rows)."""
+    gen = torch.Generator(device="cuda").manual_seed(29 + block_m)
+    e, n, k, top_k = 384, 7168, 256, 8
+    tokens = int(tok_e * e / top_k)
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_tp8")
+    ids = torch.rand(tokens, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, block_m, e)
+    a = torch.randn(tokens * top_k, k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(tokens * top_k, generator=gen, device="cuda")
+    runs = choose_wgmma_config(n, k, block_m, tok_e)
+    assert runs.n_run and runs.pingpong
+    items = dataclasses.replace(runs, n_run=0, pingpong=False, stages=2)
+    outs = []
+    for cfg in (runs, items):
+        out = torch.full((tokens * top_k, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=1,
+             topk_weights=tw, out=out, config=cfg)
+        outs.append(out)
+    torch.cuda.synchronize()
+    assert not outs[0].isnan().any()
+    assert torch.equal(outs[0], outs[1]), "runs changed the result"
+
+
+def test_runs_refuse_k_beyond_one_stage() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    packed, scales = _weights(4, 256, 512, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids = torch.randint(0, 4, (40, 1), generator=gen, device="cuda")
+    r = align_block_size(ids, 16, 4)
+    a = torch.randn(40, 512, generator=gen, device="cuda").to(torch.bfloat16)
+    with pytest.raises(ChordInputError, match="K <= 256"):
+        gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=16, top_k=1,
+             config=WgmmaConfig(16, 2, 256, 2, n_run=2, pingpong=True))

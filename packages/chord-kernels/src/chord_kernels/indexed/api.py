@@ -414,6 +414,9 @@ def run_gemm(
             tok_e = num_slots / weight.num_experts
         config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
     launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+    if isinstance(launch.config, WgmmaConfig) and launch.config.n_run and weight.k > launch.config.bk:
+        raise ChordInputError(f"config: {launch.config} runs N tiles over one K stage; expected K <= "
+                              f"{launch.config.bk}, got K={weight.k}")
     target = out  # what the kernel writes
     if activation:
         fused = _silu_mul_twin(launch.config, weight.n)

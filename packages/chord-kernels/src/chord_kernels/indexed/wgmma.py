@@ -74,6 +74,18 @@ ROW_WIDTHS_MIN_K = 256
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
 
 
+RUN_MAX_K = 256
+"""Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
+over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
+RUN_TILES = 7
+"""N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the configurations of before,
+the down GEMM alone, interleaved, bit for bit: -5 to -18 % with slot-order rows and -2 to -12 % in
+routing order at 2048-12288 tokens (56-, 80-token blocks and 64 x 2 items); runs of 14 and 28 N
+tiles lost at 8192 tokens (fewer runs than the SMs balance: up to +13 %), two resident tiles with
+two weight stages lost to one tile with three, and 64-token epilogue passes changed nothing
+(docs/optimization.md, session 21)."""
+
+
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     """Row widths (:class:`WgmmaConfig`) of the default configurations. Only where the K loop
     already commits its wgmmas per K step (two tiles per warpgroup, ``mt * tile >= 128``): with
@@ -113,7 +125,11 @@ class WgmmaConfig:
     item running at the narrowest that holds its blocks; ``consumer_regs``: registers per consumer
     thread after ``setmaxnreg`` (the producer warpgroup gets the rest of the launch's pool);
     ``row_widths``: token counts between those (multiples of 8 below the widest item) the K loop is
-    also compiled for, an item then running at the narrowest count that holds its last real row."""
+    also compiled for, an item then running at the narrowest count that holds its last real row;
+    ``n_run`` (``bk`` 256, K <= 256: one stage per item): a CTA takes runs of up to ``n_run`` N tiles
+    of one item, whose activation rows stay in shared memory for the run (the stages hold weights
+    only); ``pingpong`` (with ``n_run``): the two consumer warpgroups take turns on the tensor
+    cores, so that one's epilogue overlaps the other's wgmmas."""
 
     block_m: int
     mt: int = 1
@@ -129,6 +145,8 @@ class WgmmaConfig:
     widths: tuple[int, ...] = ()
     consumer_regs: int = 216
     row_widths: tuple[int, ...] = ()
+    n_run: int = 0
+    pingpong: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -160,6 +178,10 @@ class WgmmaConfig:
         if self.consumer_regs % 8 or not 128 <= self.consumer_regs <= 240:
             raise ChordInputError(f"consumer_regs: expected a multiple of 8 in [128, 240] (the producer keeps at "
                                   f"least 24), got {self}")
+        if self.n_run < 0 or (self.n_run and (self.bk != 256 or self.weight_ring)):
+            raise ChordInputError(f"n_run: expected 0, or N tiles per run with bk=256 stages of weights, got {self}")
+        if self.pingpong and (not self.n_run or self.consumers != 2):
+            raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -180,8 +202,13 @@ class WgmmaConfig:
         return 64 * self.mt * self.consumers
 
     @property
+    def resident_bytes(self) -> int:
+        """A run's activation tile (0 without runs: the activations travel in the stages)."""
+        return (self.bk // 64) * self.tile * 128 if self.n_run else 0
+
+    @property
     def stage_bytes(self) -> int:
-        act = (self.bk // 64) * self.tile * 128
+        act = 0 if self.n_run else (self.bk // 64) * self.tile * 128
         weights = 0 if self.weight_ring else self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
         return _align(act + weights, 1024)
 
@@ -196,9 +223,9 @@ class WgmmaConfig:
         masks = 4 * self.tile if self.topk_sum else 0  # per stage
         epi_tokens = min(self.tile // 8, 4) * 8
         epi = self.tile * (12 if self.topk_sum else 8) + epi_tokens * (self.mt * 128 + 16)
-        barriers = 16 * self.stages + (32 if self.weight_ring else 0)
-        offset = (self.stages * self.stage_bytes + self.weight_ring_bytes + barriers + self.stages * (header + masks)
-                  + 128)
+        barriers = 16 * self.stages + (32 if self.weight_ring else 0) + (16 if self.n_run else 0)
+        offset = (self.resident_bytes + self.stages * self.stage_bytes + self.weight_ring_bytes + barriers
+                  + self.stages * (header + masks) + 128)
         rows = 2 * 4 * self.tile
         return offset + self.consumers * epi + rows + 4 * list_cap
 
@@ -244,10 +271,11 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths else ""
-        rows = f", {sum(1 << (w // 8 - 1) for w in self.row_widths)}u" if self.row_widths else ""
+        runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run else ""
+        regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths or runs else ""
+        rows = f", {sum(1 << (w // 8 - 1) for w in self.row_widths)}u" if self.row_widths or runs else ""
         return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
-                f"{mask}u{regs}{rows}")
+                f"{mask}u{regs}{rows}{runs}")
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -263,12 +291,12 @@ class WgmmaConfig:
 
 
 def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1,
-               weight_ring: bool = False) -> int:
+               weight_ring: bool = False, n_run: int = 0) -> int:
     """Deepest ring that fits one CTA per SM with room for the work-item list (0 if none)."""
     fit = 0
     for stages in range(2, limit + 1):
         cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers, items=items,
-                          weight_ring=weight_ring)
+                          weight_ring=weight_ring, n_run=n_run)
         if cfg.smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT:
             fit = stages
     return fit
@@ -335,7 +363,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     64 x 2 items also compile narrower token counts (:func:`_row_widths`). 24-token blocks are the
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
-    per item on 256-wide stages.
+    per item on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
+    :data:`RUN_TILES` N tiles over a resident activation tile, its two consumer warpgroups in turns.
     """
     rows = 0
     if tok_e is not None:
@@ -357,11 +386,12 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
-    stages = max_stages(block_m, mt, bk, items=items)
+    n_run = RUN_TILES if k <= RUN_MAX_K else 0
+    stages = max_stages(block_m, mt, bk, items=items, n_run=n_run)
     if stages < 2:
-        bk = 128
+        bk, n_run = 128, 0
         stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
-                       row_widths=_row_widths(block_m, items, mt, k))
+                       row_widths=_row_widths(block_m, items, mt, k), n_run=n_run, pingpong=n_run > 0)

@@ -59,10 +59,16 @@ namespace chord::indexed {
 // is each consumer thread's register count after setmaxnreg (ptxas pipelines the wgmmas of two
 // 168-token widths only with 224); kRowWidths (bit j - 1: 8 j tokens) are token counts between
 // those the K loop is also compiled for: an item then runs at the narrowest compiled count that
-// holds its last real row, so a part-filled block costs only the wgmma columns it needs.
+// holds its last real row, so a part-filled block costs only the wgmma columns it needs. With
+// kNRun (K <= kBK = 256: one stage per item) a CTA takes runs of up to kNRun consecutive N tiles
+// of one item: the run's activation rows are loaded once, into a resident tile the consumers read
+// for every N tile of the run, and the stages hold weights only. With kPingPong (runs only) the two
+// consumer warpgroups take turns on the tensor cores, one item each, so that one's epilogue runs
+// while the other's wgmmas do.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
-          unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0>
+          unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
+          bool kPingPong_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -76,6 +82,9 @@ struct WgmmaConfig {
   static constexpr bool kTopkSum = kTopkSum_;
   static constexpr bool kDynamic = kDynamic_;  // items from a global counter (args.counters)
   static constexpr bool kTmaRows = kTmaRows_;  // activation rows by tensor copies (args.a_rows)
+  static constexpr int kNRun = kNRun_;           // N tiles per run (0: items of one N tile)
+  static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
+  static constexpr bool kPingPong = kPingPong_;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
   // extra blocks' rows are padding, computed and never stored). ptxas pipelines the wgmmas of a
   // few widths up to 144 tokens; with every width up to 168 it serializes them (C7512).
@@ -96,6 +105,8 @@ struct WgmmaConfig {
   static_assert(kItems >= 1 && kItems <= 32, "an item's blocks are found with one warp ballot");
   static_assert(kMT >= 1 && kMT * kTile <= 352, "accumulators: kMT * kTile / 2 registers per thread");
   static_assert(kBK == 128 || kBK == 256, "a stage is half or all of a 256-wide packed K tile");
+  static_assert(!kResident || (kBK == 256 && !kWeightRing), "runs: one stage of whole-K weights per N tile");
+  static_assert(!kPingPong || (kResident && kConsumers_ == 2), "ping-pong: two warpgroups, items of one stage");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
@@ -125,19 +136,24 @@ struct WgmmaConfig {
   static_assert(!kTmaRows || kItems * kSubtiles <= 32, "one producer lane per tensor copy of a stage");
   static constexpr int kRowsPerLane = (kTile + 31) / 32;
   static constexpr int kActTileBytes = kTile * 128;         // one 64-K tile of kTile token rows
-  static constexpr int kStageActBytes = kSubtiles * kActTileBytes;
+  // Activations: in every stage, or with kResident once per run in a tile before the stages (one
+  // tile and a third stage measured faster than two tiles, session 21).
+  static constexpr int kStageActBytes = kResident ? 0 : kSubtiles * kActTileBytes;
+  static constexpr int kResidentBytes = kResident ? kSubtiles * kActTileBytes : 0;  // a multiple of 4 KB
   // Weights of one 64-channel block: kTileRows atom rows of kWeightGroups groups.
   static constexpr int kWeightGroups = kWeightRing ? kTileGroups : kGroups;
   static constexpr int kWeightBlockBytes = kTileRows * kWeightGroups * kAtomBytes;
   static constexpr int kStageWeightBytes = kWeightRing ? 0 : kBlocks * kWeightBlockBytes;
   static constexpr int kStageBytes = (kStageActBytes + kStageWeightBytes + 1023) / 1024 * 1024;
   static constexpr int kWeightSlots = kWeightRing ? 2 : 0;
-  static constexpr int kWeightOffset = kStages * kStageBytes;
+  static constexpr int kStagesOffset = kResidentBytes;
+  static constexpr int kWeightOffset = kStagesOffset + kStages * kStageBytes;
 
   struct alignas(16) Header {
     int item;   // work item (-1: no more work)
     int ntile;  // N tile of the item
-    int width;  // with kRowWidths its tokens up to its last real row, else its blocks (1..kItems)
+    int width;  // with kRowWidths its tokens up to its last real row, else its blocks (1..kItems);
+              // with kResident also kRunFirst / kRunLast
     int block;  // its first routing block (row r's routing position: block * kBM + r)
     int slots[kTile];      // flat slot of each token row (>= num_slots: padding)
     float weights[kTile];  // top-k weight of each token row (1 without top-k weights)
@@ -153,7 +169,8 @@ struct WgmmaConfig {
 
   static constexpr int kBarOffset = kWeightOffset + kWeightSlots * kBlocks * kWeightBlockBytes;
   static constexpr int kWeightBarOffset = kBarOffset + 2 * kStages * 8;  // full, then empty, per weight slot
-  static constexpr int kHeaderOffset = kWeightBarOffset + 2 * kWeightSlots * 8;
+  static constexpr int kResidentBarOffset = kWeightBarOffset + 2 * kWeightSlots * 8;  // full, then empty
+  static constexpr int kHeaderOffset = kResidentBarOffset + (kResident ? 16 : 0);
   // With kTopkSum, per stage the local-slot mask (local_slots) of each row's token, next to its header.
   static constexpr int kMasksOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
   static constexpr int kScratchOffset = kMasksOffset + (kTopkSum ? kStages * kTile * 4 : 0);
@@ -164,7 +181,9 @@ struct WgmmaConfig {
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
   // Arrivals completing a full barrier: every producer thread's cp.async completion (none with
   // kTmaRows), plus the header writer's arrive (which also announces the bulk-copy bytes).
-  static constexpr int kFullArrivals = (kTmaRows ? 0 : 128) + 1;
+  static constexpr int kFullArrivals = (kTmaRows || kResident ? 0 : 128) + 1;
+  // The resident tile's arrivals: every producer thread's cp.async completion, or the tensor copies' bytes.
+  static constexpr int kResidentArrivals = kTmaRows ? 1 : 128;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
   // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
   // ptxas's cap at one CTA per SM): kConsumerRegs per consumer thread, the rest to the producer
@@ -178,8 +197,16 @@ struct WgmmaConfig {
                 "setmaxnreg beyond the launch register pool deadlocks");
 };
 
-// Named barriers (id 0 is __syncthreads): the producer warpgroup, and each consumer warpgroup.
+// Header::width flags of kResident: the first N tile of a run (its slots, weights and activation
+// tile are new) and the last (the consumers release the activation tile after its wgmmas).
+constexpr int kRunFirst = 1 << 16;
+constexpr int kRunLast = 1 << 17;
+constexpr int kWidthMask = kRunFirst - 1;
+
+// Named barriers (id 0 is __syncthreads): the producer warpgroup, each consumer warpgroup (2 + c),
+// and with kPingPong each consumer warpgroup's turn on the tensor cores (kTurnBarrier + c).
 constexpr int kProducerBarrier = 1;
+constexpr int kTurnBarrier = 4;
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
@@ -246,12 +273,16 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   int a_rows[kRowsInRegisters ? kRowIters : 1];
   int stage = 0;
   uint32_t phase = 0;
-  // Items: CTA c takes item c, then c + G, c + 2G ... (strided) or, with kDynamic, G + the next
-  // value of a global counter: the strided order gives some CTAs only the expensive items when
-  // item costs repeat with a period dividing G (TP8 gate_up: an expert's 128- and 64-token items,
-  // two N tiles each). Warp 0 requests the next item as it starts one (the atomic's latency hides
-  // behind the item) and hands it to the other warps through item_ids (two slots: a warp may
-  // still read the previous one while warp 0 writes the next).
+  const uint32_t resident_full = smem_base + Cfg::kResidentBarOffset;  // (kResident only)
+  uint32_t resident_phase = 0;
+  // Work units: items (routing blocks, N tile) or, with kResident, runs of up to kNRun N tiles of
+  // one item's routing blocks. CTA c takes unit c, then c + G, c + 2G ... (strided) or, with
+  // kDynamic, G + the next value of a global counter: the strided order gives some CTAs only the
+  // expensive items when item costs repeat with a period dividing G (TP8 gate_up: an expert's 128-
+  // and 64-token items, two N tiles each). Warp 0 requests the next unit as it starts one (the
+  // atomic's latency hides behind the unit) and hands it to the other warps through item_ids (two
+  // slots: a warp may still read the previous one while warp 0 writes the next).
+  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
   int pending = 0;
   for (int it = 0, item = blockIdx.x;; ++it) {
     if constexpr (Cfg::kDynamic) {
@@ -268,10 +299,14 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       item += static_cast<int>(gridDim.x);
     }
     const bool done = item >= total;
-    int block = 0, expert = -1, ntile = 0, nsub = 0;
+    int block = 0, expert = -1, ntile = 0, nsub = 0, run_tiles = 1;
     if (!done) {
-      const int cb = item / ntiles;
-      ntile = item - cb * ntiles;
+      const int cb = item / units_per_block;
+      ntile = item - cb * units_per_block;
+      if constexpr (Cfg::kResident) {
+        ntile *= Cfg::kNRun;
+        run_tiles = min(Cfg::kNRun, ntiles - ntile);
+      }
       if (listed) {
         const uint32_t entry = list[cb];
         block = static_cast<int>(entry & 0xffffu);
@@ -295,195 +330,218 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     row_buffer ^= 1;
     // The item's 64-channel blocks (Cfg::block_of) have 4 atom rows, except the last block of N.
     const int32_t* expert_tiles = args.tiles + static_cast<int64_t>(expert < 0 ? 0 : expert) * n16 * kgroups * kAtomWords;
-    for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
-      const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
-      const uint32_t full = full0 + stage * 8;
-      const int k0 = kc * Cfg::kBK;
-      // kTmaRows: the stage's tensor copies, one per routing block and 64-K slice inside K.
-      const int act_subs = min(Cfg::kSubtiles, (args.k - k0 + 63) / 64);
-      const uint32_t act_bytes = (Cfg::kTmaRows && !done) ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128) : 0u;
-      ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
-      Header& h = headers[stage];
-      if (kc == 0) {
-        if (pw == 0) {
-          int last_real = -1;  // the item's last row with a real slot
-          if (!done) {
-            // The item's slots and top-k weights (and, summing the top-k, its tokens' local slots),
-            // read once per item (all loads of a lane in flight together) into its first stage's
-            // header, from which the consumers copy them for the epilogue; its activation rows into
-            // the producer's row buffer.
-            constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
+    int width = 0;  // Header::width of the item (warp 0)
+    for (int j = 0; j < run_tiles; ++j, ++ntile) {
+      const bool first = j == 0;  // of a run: the item's slots, rows (and resident activations) are loaded
+      for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
+        const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+        const uint32_t full = full0 + stage * 8;
+        const int k0 = kc * Cfg::kBK;
+        // kTmaRows: the stage's (or the resident tile's) tensor copies, one per routing block and 64-K slice inside K.
+        const int act_subs = min(Cfg::kSubtiles, (args.k - k0 + 63) / 64);
+        const uint32_t act_bytes = (Cfg::kTmaRows && !done) ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128) : 0u;
+        ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
+        Header& h = headers[stage];
+        if (kc == 0) {
+          if (pw == 0) {
+            if (first) {
+              int last_real = -1;  // the item's last row with a real slot
+              if (!done) {
+                // The item's slots and top-k weights (and, summing the top-k, its tokens' local slots),
+                // read once per item (all loads of a lane in flight together) into its first stage's
+                // header, from which the consumers copy them for the epilogue; its activation rows into
+                // the producer's row buffer.
+                constexpr int kBatch = Cfg::kRowsPerLane < 2 ? Cfg::kRowsPerLane : 2;  // loads in flight per lane
 #pragma unroll 1
-            for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
-              int slot[kBatch];
+                for (int r0 = 0; r0 < Cfg::kRowsPerLane; r0 += kBatch) {
+                  int slot[kBatch];
 #pragma unroll
-              for (int r = 0; r < kBatch; ++r) {
-                const int row = lane + 32 * (r0 + r);
-                slot[r] = row < rows_used ? block_slot(args, block, row, Cfg::kBM) : args.num_slots;
-              }
-#pragma unroll
-              for (int r = 0; r < kBatch; ++r) {
-                const int row = lane + 32 * (r0 + r);
-                const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
-                if (Cfg::kRowWidths != 0 && real) last_real = row;
-                if (row < Cfg::kTile) {
-                  h.slots[row] = slot[r];
-                  item_rows[row] = real ? slot[r] / args.top_k : -1;
-                  h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
-                  if constexpr (Cfg::kTopkSum) {
-                    masks[stage * Cfg::kTile + row] = real ? local_slots(args, slot[r] / args.reduce_top_k) : 0u;
+                  for (int r = 0; r < kBatch; ++r) {
+                    const int row = lane + 32 * (r0 + r);
+                    slot[r] = row < rows_used ? block_slot(args, block, row, Cfg::kBM) : args.num_slots;
                   }
+#pragma unroll
+                  for (int r = 0; r < kBatch; ++r) {
+                    const int row = lane + 32 * (r0 + r);
+                    const bool real = slot[r] >= 0 && slot[r] < args.num_slots;
+                    if (Cfg::kRowWidths != 0 && real) last_real = row;
+                    if (row < Cfg::kTile) {
+                      h.slots[row] = slot[r];
+                      item_rows[row] = real ? slot[r] / args.top_k : -1;
+                      h.weights[row] = (weighted && real) ? __ldg(args.topk_weights + slot[r]) : 1.0f;
+                      if constexpr (Cfg::kTopkSum) {
+                        masks[stage * Cfg::kTile + row] = real ? local_slots(args, slot[r] / args.reduce_top_k) : 0u;
+                      }
+                    }
+                  }
+                }
+              }
+              width = Cfg::kRowWidths != 0 ? __reduce_max_sync(0xffffffffu, last_real) + 1 : nsub;
+            }
+            if (lane == 0) {
+              h.item = done ? -1 : item;
+              h.ntile = ntile;
+              const int run_flags = (first ? kRunFirst : 0) | (j == run_tiles - 1 ? kRunLast : 0);
+              h.width = width | (Cfg::kResident ? run_flags : 0);
+              h.block = block;
+            }
+          }
+          if (first) {
+            named_barrier(kProducerBarrier, 128);  // the item's rows are visible to the producer warps
+            if constexpr (kRowsInRegisters) {
+#pragma unroll
+              for (int i = 0; i < kRowIters; ++i) {
+                const int row = 4 * pw + lane / 8 + 16 * i;
+                a_rows[i] = (!done && row < rows_used) ? item_rows[row] : -1;
+              }
+            }
+          }
+        }
+        const uint32_t dst = smem_base + Cfg::kStagesOffset + stage * Cfg::kStageBytes;
+        if (pw == 0) {
+          if constexpr (Cfg::kWeightRing) {
+            // The stage holds activations only; an even stage also starts the next 256-K weight tile
+            // (every 64-channel block's atoms of it in one bulk copy) in the weight ring.
+            if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, act_bytes);
+            if (!done && kc % 2 == 0) {
+              const uint32_t wfull = wfull0 + wslot * 8;
+              ptx::mbarrier_wait(wempty0 + wslot * 8, wphase ^ 1);
+              const int kt = kc / 2;
+              const int width = min(kTileGroups, kgroups - kt * kTileGroups);
+              uint32_t bytes = 0;
+#pragma unroll
+              for (int b = 0; b < Cfg::kBlocks; ++b) {
+                bytes += static_cast<uint32_t>(max(min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows), 0) *
+                                               width * kAtomBytes);
+              }
+              __syncwarp();
+              if (lane == 0) ptx::mbarrier_arrive_expect_tx(wfull, bytes);
+              if (lane < Cfg::kBlocks) {
+                const int nb = Cfg::block_of(ntile, lane, blocks);
+                const int rows = min(kTileRows, n16 - nb * kTileRows);
+                const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
+                                                      static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
+                const uint32_t wdst = smem_base + Cfg::kWeightOffset + (wslot * Cfg::kBlocks + lane) * Cfg::kWeightBlockBytes;
+                if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, ptx::policy_evict_first());
+              }
+              if (++wslot == Cfg::kWeightSlots) {
+                wslot = 0;
+                wphase ^= 1;
+              }
+            }
+          } else {
+            // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
+            uint32_t bytes = Cfg::kResident ? 0u : act_bytes;
+            constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
+#pragma unroll
+            for (int b = 0; b < Cfg::kBlocks; ++b) {
+              const int rows = min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows);
+              bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
+            }
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
+            if (!done && lane < kCopies) {
+              const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
+              const int nb = Cfg::block_of(ntile, b, blocks);
+              const int rows = min(kTileRows, n16 - nb * kTileRows);
+              // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
+              // `width` atoms (8, or fewer in a short last K tile).
+              const int g0 = kc * Cfg::kGroups;
+              const int kt = g0 / kTileGroups;
+              const int width = min(kTileGroups, kgroups - kt * kTileGroups);
+              const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
+                                                    static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
+              const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
+              const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
+              if constexpr (Cfg::kBK == 256) {
+                if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
+              } else {
+                const int r = lane % kTileRows;
+                if (r < rows) {
+                  ptx::bulk_copy_g2s(block_dst + r * nkg * kAtomBytes,
+                                     tile + (static_cast<int64_t>(r) * width + g0 % kTileGroups) * kAtomWords,
+                                     nkg * kAtomBytes, full, weight_policy);
                 }
               }
             }
           }
-          const int width = Cfg::kRowWidths != 0 ? __reduce_max_sync(0xffffffffu, last_real) + 1 : nsub;
-          if (lane == 0) {
-            h.item = done ? -1 : item;
-            h.ntile = ntile;
-            h.width = width;
-            h.block = block;
-          }
         }
-        named_barrier(kProducerBarrier, 128);  // the item's rows are visible to the producer warps
-        if constexpr (kRowsInRegisters) {
-#pragma unroll
-          for (int i = 0; i < kRowIters; ++i) {
-            const int row = 4 * pw + lane / 8 + 16 * i;
-            a_rows[i] = (!done && row < rows_used) ? item_rows[row] : -1;
-          }
-        }
-      }
-      const uint32_t dst = smem_base + stage * Cfg::kStageBytes;
-      if (pw == 0) {
-        if constexpr (Cfg::kWeightRing) {
-          // The stage holds activations only; an even stage also starts the next 256-K weight tile
-          // (every 64-channel block's atoms of it in one bulk copy) in the weight ring.
-          if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, act_bytes);
-          if (!done && kc % 2 == 0) {
-            const uint32_t wfull = wfull0 + wslot * 8;
-            ptx::mbarrier_wait(wempty0 + wslot * 8, wphase ^ 1);
-            const int kt = kc / 2;
-            const int width = min(kTileGroups, kgroups - kt * kTileGroups);
-            uint32_t bytes = 0;
-#pragma unroll
-            for (int b = 0; b < Cfg::kBlocks; ++b) {
-              bytes += static_cast<uint32_t>(max(min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows), 0) *
-                                             width * kAtomBytes);
-            }
+        // Activations: into the stage or, with kResident, into the resident tile at a run's first N tile
+        // once the consumers released it (its barriers instead of the stage's).
+        const bool load_rows = !done && (!Cfg::kResident || first);
+        uint32_t act_dst = dst, act_full = full;
+        if constexpr (Cfg::kResident) {
+          act_dst = smem_base;
+          act_full = resident_full;
+          if (load_rows) {
+            ptx::mbarrier_wait(resident_full + 8, resident_phase ^ 1);  // released by the previous run's last tile
+            resident_phase ^= 1;
+            if (Cfg::kTmaRows && pw == 1 && lane == 0) ptx::mbarrier_arrive_expect_tx(act_full, act_bytes);
             __syncwarp();
-            if (lane == 0) ptx::mbarrier_arrive_expect_tx(wfull, bytes);
-            if (lane < Cfg::kBlocks) {
-              const int nb = Cfg::block_of(ntile, lane, blocks);
-              const int rows = min(kTileRows, n16 - nb * kTileRows);
-              const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
-                                                    static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
-              const uint32_t wdst = smem_base + Cfg::kWeightOffset + (wslot * Cfg::kBlocks + lane) * Cfg::kWeightBlockBytes;
-              if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, ptx::policy_evict_first());
-            }
-            if (++wslot == Cfg::kWeightSlots) {
-              wslot = 0;
-              wphase ^= 1;
-            }
           }
-        } else {
-          // Weights: the item's atoms of this K stage, rows of a block at a stride of nkg atoms.
-          uint32_t bytes = act_bytes;
-          constexpr int kCopies = Cfg::kBK == 256 ? Cfg::kBlocks : Cfg::kBlocks * kTileRows;
+        }
+        if (Cfg::kTmaRows && load_rows) {
+          // Activations: warp 1's lane j * kSubtiles + sub copies 64-K slice sub of the item's block j
+          // (kBM consecutive rows of a) to its rows of the stage's slice tile (a multiple of 1024 bytes
+          // from the tile's start, so the copy engine's swizzle is the tile's).
+          const int j = lane / Cfg::kSubtiles, sub = lane % Cfg::kSubtiles;
+          if (pw == 1 && j < nsub && sub < act_subs) {
+            ptx::tensor_copy_2d_g2s(act_dst + sub * Cfg::kActTileBytes + j * Cfg::kBM * 128, args.a_rows, k0 + sub * 64,
+                                    block_first_row(args, block + j, Cfg::kBM), act_full, ptx::policy_evict_last());
+          }
+        } else if (load_rows) {
+          // Activations, in natural K order (the layout's A fragments are): warp pw copies rows
+          // 4 (pw + 4 i) + lane / 8, lane % 8 being the 16-byte chunk of each 64-K slice, into the
+          // 128-byte-swizzled K-major tiles of the stage.
+          const int chunk = lane % 8;
+          const uint64_t act_policy = ptx::policy_evict_last();
+          // One row's 16-byte chunk of each 64-K slice of the stage (a slice past K is not copied).
+          const auto copy_row = [&](uint32_t row_dst, const char* src, bool whole) {
 #pragma unroll
-          for (int b = 0; b < Cfg::kBlocks; ++b) {
-            const int rows = min(kTileRows, n16 - Cfg::block_of(ntile, b, blocks) * kTileRows);
-            bytes += done ? 0u : static_cast<uint32_t>(max(rows, 0) * nkg * kAtomBytes);
-          }
-          __syncwarp();
-          if (lane == 0) ptx::mbarrier_arrive_expect_tx(full, bytes);
-          if (!done && lane < kCopies) {
-            const int b = Cfg::kBK == 256 ? lane : lane / kTileRows;
-            const int nb = Cfg::block_of(ntile, b, blocks);
-            const int rows = min(kTileRows, n16 - nb * kTileRows);
-            // K tile kt of block nb starts after kt tiles of `rows` x 8 atoms; inside it each row is
-            // `width` atoms (8, or fewer in a short last K tile).
-            const int g0 = kc * Cfg::kGroups;
-            const int kt = g0 / kTileGroups;
-            const int width = min(kTileGroups, kgroups - kt * kTileGroups);
-            const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
-                                                  static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
-            const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
-            const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
-            if constexpr (Cfg::kBK == 256) {
-              if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
-            } else {
-              const int r = lane % kTileRows;
-              if (r < rows) {
-                ptx::bulk_copy_g2s(block_dst + r * nkg * kAtomBytes,
-                                   tile + (static_cast<int64_t>(r) * width + g0 % kTileGroups) * kAtomWords,
-                                   nkg * kAtomBytes, full, weight_policy);
+            for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
+              if (whole || k0 + sub * 64 + 8 * chunk < args.k) {
+                cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 128, act_policy);
               }
             }
-          }
-        }
-      }
-      if (Cfg::kTmaRows && !done) {
-        // Activations: warp 1's lane j * kSubtiles + sub copies 64-K slice sub of the item's block j
-        // (kBM consecutive rows of a) to its rows of the stage's slice tile (a multiple of 1024 bytes
-        // from the tile's start, so the copy engine's swizzle is the tile's).
-        const int j = lane / Cfg::kSubtiles, sub = lane % Cfg::kSubtiles;
-        if (pw == 1 && j < nsub && sub < act_subs) {
-          ptx::tensor_copy_2d_g2s(dst + sub * Cfg::kActTileBytes + j * Cfg::kBM * 128, args.a_rows, k0 + sub * 64,
-                                  block_first_row(args, block + j, Cfg::kBM), full, ptx::policy_evict_last());
-        }
-      } else if (!done) {
-        // Activations, in natural K order (the layout's A fragments are): warp pw copies rows
-        // 4 (pw + 4 i) + lane / 8, lane % 8 being the 16-byte chunk of each 64-K slice, into the
-        // 128-byte-swizzled K-major tiles of the stage.
-        const int chunk = lane % 8;
-        const uint64_t act_policy = ptx::policy_evict_last();
-        // One row's 16-byte chunk of each 64-K slice of the stage (a slice past K is not copied).
-        const auto copy_row = [&](uint32_t row_dst, const char* src, bool whole) {
-#pragma unroll
-          for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
-            if (whole || k0 + sub * 64 + 8 * chunk < args.k) {
-              cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 128, act_policy);
-            }
-          }
-        };
-        if constexpr (kRowsInRegisters) {
-#pragma unroll
-          for (int i = 0; i < kRowIters; ++i) {
-            const int row = 4 * pw + lane / 8 + 16 * i;
-            if (a_rows[i] >= 0) {  // -1: padding, never stored
-              copy_row(dst + wgmma::sw128_offset(row, chunk),
-                       reinterpret_cast<const char*>(args.a + static_cast<int64_t>(a_rows[i]) * args.k + k0 + 8 * chunk),
-                       false);
-            }
-          }
-        } else {
-          // The per-row work is what paces a wide item's stage (the loop was the producer's hottest
-          // code under ncu, session 16): every row of a thread has the same row % 8, hence the
-          // same swizzled chunk, 16 rows (2 KB) further on; its source is one 32 x 32 -> 64-bit
-          // multiply-add; the K bound is checked in an item's short last stage only.
-          const int row0 = 4 * pw + lane / 8;
-          const char* const a_stage = reinterpret_cast<const char*>(args.a + k0 + 8 * chunk);
-          const uint32_t a_stride = 2u * static_cast<uint32_t>(args.k);
-          const auto gather = [&](bool whole) {  // called with a constant: one loop without the checks
-            uint32_t row_dst = dst + wgmma::sw128_offset(row0, chunk);
-#pragma unroll 1
-            for (int row = row0; row < rows_used; row += 16, row_dst += 16 * 128) {
-              const int a_row = item_rows[row];
-              if (a_row >= 0) copy_row(row_dst, a_stage + static_cast<uint64_t>(static_cast<uint32_t>(a_row)) * a_stride, whole);
-            }
           };
-          if (k0 + Cfg::kBK <= args.k) {
-            gather(true);
+          if constexpr (kRowsInRegisters) {
+#pragma unroll
+            for (int i = 0; i < kRowIters; ++i) {
+              const int row = 4 * pw + lane / 8 + 16 * i;
+              if (a_rows[i] >= 0) {  // -1: padding, never stored
+                copy_row(act_dst + wgmma::sw128_offset(row, chunk),
+                         reinterpret_cast<const char*>(args.a + static_cast<int64_t>(a_rows[i]) * args.k + k0 + 8 * chunk),
+                         false);
+              }
+            }
           } else {
-            gather(false);
+            // The per-row work is what paces a wide item's stage (the loop was the producer's hottest
+            // code under ncu, session 16): every row of a thread has the same row % 8, hence the
+            // same swizzled chunk, 16 rows (2 KB) further on; its source is one 32 x 32 -> 64-bit
+            // multiply-add; the K bound is checked in an item's short last stage only.
+            const int row0 = 4 * pw + lane / 8;
+            const char* const a_stage = reinterpret_cast<const char*>(args.a + k0 + 8 * chunk);
+            const uint32_t a_stride = 2u * static_cast<uint32_t>(args.k);
+            const auto gather = [&](bool whole) {  // called with a constant: one loop without the checks
+              uint32_t row_dst = act_dst + wgmma::sw128_offset(row0, chunk);
+#pragma unroll 1
+              for (int row = row0; row < rows_used; row += 16, row_dst += 16 * 128) {
+                const int a_row = item_rows[row];
+                if (a_row >= 0) copy_row(row_dst, a_stage + static_cast<uint64_t>(static_cast<uint32_t>(a_row)) * a_stride, whole);
+              }
+            };
+            if (k0 + Cfg::kBK <= args.k) {
+              gather(true);
+            } else {
+              gather(false);
+            }
           }
         }
-      }
-      if constexpr (!Cfg::kTmaRows) cp_async_arrive_noinc(full);
-      if (++stage == Cfg::kStages) {
-        stage = 0;
-        phase ^= 1;
+        if (!Cfg::kTmaRows && (!Cfg::kResident || load_rows)) cp_async_arrive_noinc(act_full);
+        if (++stage == Cfg::kStages) {
+          stage = 0;
+          phase ^= 1;
+        }
       }
     }
     if (done) break;
@@ -723,6 +781,7 @@ struct Ring {
   uint32_t phase = 0;
   int wslot = 0;  // the weight ring's (kWeightRing)
   uint32_t wphase = 0;
+  uint32_t resident_phase = 0;  // the resident activation tile's (kResident)
   __device__ __forceinline__ void advance(int stages) {
     if (++stage == stages) {
       stage = 0;
@@ -744,12 +803,14 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
   const Header* headers = reinterpret_cast<const Header*>(smem + Cfg::kHeaderOffset);
   // The item's slots and weights, from its first stage's header, for the epilogue (the previous
-  // item's epilogue has passed its last barrier: nobody reads them any more).
+  // item's epilogue has passed its last barrier: nobody reads them any more). With kResident only
+  // at a run's first N tile: the run's other tiles have the same rows.
   const Header& h = headers[ring.stage];
+  const int run = Cfg::kResident ? h.width : kRunFirst;  // read before the stage is released
   int* slots = reinterpret_cast<int*>(epi);
   float* tw = reinterpret_cast<float*>(epi + Cfg::kTile * 4);
   const uint32_t* masks = reinterpret_cast<const uint32_t*>(smem + Cfg::kMasksOffset) + ring.stage * Cfg::kTile;
-  for (int r = threadIdx.x % 128; r < kN; r += 128) {
+  for (int r = threadIdx.x % 128; (run & kRunFirst) && r < kN; r += 128) {
     int slot = h.slots[r];
     if constexpr (Cfg::kTopkSum) {
       // A row whose token has one local slot is stored straight to the token's row of
@@ -767,6 +828,14 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
   const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
+  const uint32_t resident_full = smem_base + Cfg::kResidentBarOffset;  // (kResident only)
+  if (Cfg::kResident && (run & kRunFirst)) {
+    ptx::mbarrier_wait(resident_full, ring.resident_phase);
+    ring.resident_phase ^= 1;
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  // kPingPong: this warpgroup's turn on the tensor cores (the other's K loop has issued its wgmmas).
+  if constexpr (Cfg::kPingPong) named_barrier(kTurnBarrier + consumer, 256);
   int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
   int prev_w = -1;  // likewise its weight slot, when that stage was the slot's last reader
   for (int kc = 0; kc < num_kc; ++kc) {
@@ -783,10 +852,11 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
       weights = smem + Cfg::kWeightOffset + (ring.wslot * Cfg::kBlocks + consumer * Cfg::kMT) * Cfg::kWeightBlockBytes +
                 (warp * width + (kc % 2) * Cfg::kGroups) * kAtomBytes;
     } else {
-      weights = smem + ring.stage * Cfg::kStageBytes + Cfg::kStageActBytes +
+      weights = smem + Cfg::kStagesOffset + ring.stage * Cfg::kStageBytes + Cfg::kStageActBytes +
                 consumer * Cfg::kMT * Cfg::kWeightBlockBytes + warp * nkg * kAtomBytes;
     }
-    const uint64_t desc = wgmma::desc_k_major_sw128(smem_base + ring.stage * Cfg::kStageBytes);
+    const uint64_t desc = wgmma::desc_k_major_sw128(
+        Cfg::kResident ? smem_base : smem_base + Cfg::kStagesOffset + ring.stage * Cfg::kStageBytes);
     // Every stage but an item's short last one has kGroups (even) groups, so group gi always
     // uses register buffer gi % 2 and the body is one code path for the compiler.
 #pragma unroll
@@ -819,10 +889,14 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
       }
     }
   }
+  if constexpr (Cfg::kPingPong) {
+    asm volatile("bar.arrive %0, 256;" ::"r"(kTurnBarrier + 1 - consumer) : "memory");  // the other's turn
+  }
   wgmma::wait_group<0>();
   if (lane == 0) {
     ptx::mbarrier_arrive(empty0 + prev * 8);
     if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
+    if (Cfg::kResident && (run & kRunLast)) ptx::mbarrier_arrive(resident_full + 8);  // the run's last reader
   }
   named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
   wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
@@ -864,14 +938,17 @@ __device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) 
   uint8_t* epi = smem + Cfg::kEpiOffset + consumer * Cfg::kEpiBytes;
   ConsumerState<Cfg> st;
   Ring ring;
+  // kPingPong: warpgroup 0 takes the first turn; it takes the other's last arrival before it exits.
+  if (Cfg::kPingPong && consumer == 1) asm volatile("bar.arrive %0, 256;" ::"n"(kTurnBarrier) : "memory");
   for (;;) {
     ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
     // The activations were written by cp.async (generic proxy); wgmma reads them through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const Header& h = headers[ring.stage];
     if (h.item < 0) break;
-    consume_item_of<Cfg>(h.width, args, smem, st, ring, h.ntile, epi, warp, lane);
+    consume_item_of<Cfg>(h.width & kWidthMask, args, smem, st, ring, h.ntile, epi, warp, lane);
   }
+  if (Cfg::kPingPong && consumer == 0) named_barrier(kTurnBarrier, 256);
 }
 
 template <class Cfg>
@@ -879,8 +956,9 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = ptx::smem_addr(smem);
   if (threadIdx.x == 0 && (ptx::dynamic_smem_bytes() < static_cast<uint32_t>(Cfg::smem_bytes(args.list_cap)) ||
-                           smem_base % 1024 != 0)) {
-    __trap();  // the host sized shared memory for another layout, or the swizzled tiles are misaligned
+                           smem_base % 1024 != 0 || (Cfg::kResident && args.k > Cfg::kBK))) {
+    __trap();  // the host sized shared memory for another layout, the swizzled tiles are misaligned, or
+               // runs of N tiles met a K of several stages
   }
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
@@ -894,6 +972,10 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
       ptx::mbarrier_init(wfull0 + s * 8, 1);  // the producer's arrive with the tile's bytes
       ptx::mbarrier_init(wfull0 + (Cfg::kWeightSlots + s) * 8, Cfg::kEmptyArrivals);
     }
+    if constexpr (Cfg::kResident) {
+      ptx::mbarrier_init(smem_base + Cfg::kResidentBarOffset, Cfg::kResidentArrivals);
+      ptx::mbarrier_init(smem_base + Cfg::kResidentBarOffset + 8, Cfg::kEmptyArrivals);
+    }
     ptx::fence_mbarrier_init();
   }
   uint32_t* list = reinterpret_cast<uint32_t*>(smem + Cfg::kListOffset);
@@ -906,7 +988,8 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   __syncthreads();
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
-  const int total = (listed ? items : used) * ntiles;
+  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
+  const int total = (listed ? items : used) * units_per_block;  // work units: items, or runs of N tiles
   if (threadIdx.x / 128 == Cfg::kConsumers) {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
     wgmma_producer<Cfg>(args, smem, list, total, used, listed, scratch);  // (compact_items is done with it)
