@@ -246,8 +246,9 @@ def test_items_over_shuffled_blocks(walk: bool, dynamic: bool, runs: int) -> Non
     and runs of N tiles."""
     gen = torch.Generator(device="cuda").manual_seed(17 + walk)
     e, n, k, top_k, block_m = 64, 136 + 256 * runs, 256, 3, 16
-    rows = 8192 if walk else 600
-    config = WgmmaConfig(block_m, 2, 256, 2, items=8, dynamic=dynamic, n_run=runs, pingpong=runs > 0)
+    # Runs' weight-only stages leave room for a longer list: three of them, and more blocks to walk.
+    rows = (45000 if runs else 8192) if walk else 600
+    config = WgmmaConfig(block_m, 2, 256, 3 if runs else 2, items=8, dynamic=dynamic, n_run=runs, pingpong=runs > 0)
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
