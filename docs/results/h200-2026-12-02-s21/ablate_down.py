@@ -1,8 +1,15 @@
+# ruff: noqa: B023, E402  (an experiment script: closures timed within their loop iteration, imports after the precompile switch)
 """Session 21: where TP8's down (N = 7168, K = 256, 64 x 2 items) spends its time. Variants of the
 planned kernel with a part removed (outputs garbage except base), interleaved CUDA graphs.
 argv[1] == precompile: compile only."""
-import dataclasses, functools, json, os, sys
+import dataclasses
+import functools
+import json
+import os
+import sys
+
 import torch
+
 from chord_kernels.indexed import wgmma as W
 from chord_kernels.jit import CudaKernel
 
@@ -57,8 +64,8 @@ if sys.argv[1:2] == ["precompile"]:
     from concurrent.futures import ThreadPoolExecutor
     ks = {}
     for t in TOKENS:
-        from chord_kernels import indexed
         import chord_kernels
+        from chord_kernels import indexed
         from chord_kernels.formats import random_quantized
         w0 = chord_kernels.pack("indexed", *random_quantized(E, 64, 64), profile="h200_tp8")
         c = W.choose_wgmma_config(N, K, indexed.choose_block_m(w0, t * 8), t * 8 / E)
@@ -74,11 +81,11 @@ if sys.argv[1:2] == ["precompile"]:
     sys.exit(0)
 
 import chord_kernels
+from chord_bench.timing import interleaved
 from chord_kernels import indexed
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.api import run_gemm
 from chord_kernels.routing import align_block_size
-from chord_bench.timing import interleaved
 
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")

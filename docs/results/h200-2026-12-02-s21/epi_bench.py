@@ -1,8 +1,14 @@
+# ruff: noqa: B023, E402, E741, RUF005  (an experiment script: closures timed within their loop iteration, imports after the precompile switch)
 """Session 21: runs of N tiles with ping-pong consumers (single resident tile) on TP8's down, three ways:
 2 or the most weight stages, and 64-token epilogue passes (e64: the staging tile doubled) instead of 32;
 against the planned configuration, bit for bit, interleaved CUDA graphs. argv[1] == precompile."""
-import dataclasses, functools, os, sys
+import dataclasses
+import functools
+import os
+import sys
+
 import torch
+
 from chord_kernels.indexed import wgmma as W
 from chord_kernels.jit import CudaKernel
 
@@ -74,11 +80,12 @@ if sys.argv[1:2] == ["precompile"]:
     sys.exit(0)
 
 import json
+
 import chord_kernels
+from chord_bench.timing import interleaved
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.api import run_gemm
 from chord_kernels.routing import align_block_size
-from chord_bench.timing import interleaved
 
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")

@@ -1,3 +1,4 @@
+# ruff: noqa: B007, B023, E402, E741  (an experiment script: closures timed within their loop iteration, imports after the precompile switch)
 """Session 21, final A/B on the committed code, interleaved CUDA graphs, outputs bit for bit:
 (1) TP8's down (N = 7168, K = 256): the planned configuration (runs of N tiles over a resident
     activation tile, consumers in turns) against the same one without runs (items of one N tile,
@@ -5,8 +6,16 @@
 (2) configurations without runs, compiled from this header and from the one before
     (wgmma_before.cuh): the same SASS is expected, and the same time.
 argv[1] == precompile: compile only."""
-import dataclasses, functools, json, os, subprocess, sys, re
+import dataclasses
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+
 import torch
+
 from chord_kernels.indexed import wgmma as W
 from chord_kernels.jit import CudaKernel
 
@@ -71,10 +80,10 @@ if sys.argv[1:2] == ["precompile"]:
     sys.exit(0)
 
 import chord_kernels
+from chord_bench.timing import interleaved
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.api import run_gemm
 from chord_kernels.routing import align_block_size
-from chord_bench.timing import interleaved
 
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")

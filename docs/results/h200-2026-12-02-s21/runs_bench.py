@@ -1,9 +1,15 @@
+# ruff: noqa: B023, E402, RUF005  (an experiment script: closures timed within their loop iteration, imports after the precompile switch)
 """Session 21: TP8's down (N = 7168, K = 256) with runs of N tiles over a resident activation tile
 (n_run) and ping-pong consumers, against the planned configuration; slot-order rows (gather) and
 routing-order rows (tensor copies, the layer's path); outputs NaN-poisoned, compared bit for bit;
 interleaved CUDA graphs. argv[1] == precompile: compile only."""
-import dataclasses, json, os, sys
+import dataclasses
+import json
+import os
+import sys
+
 import torch
+
 from chord_kernels.indexed import wgmma as W
 
 N, K, E = 7168, 256, 384
@@ -42,10 +48,10 @@ if sys.argv[1:2] == ["precompile"]:
     sys.exit(0)
 
 import chord_kernels
+from chord_bench.timing import interleaved
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.api import run_gemm
 from chord_kernels.routing import align_block_size
-from chord_bench.timing import interleaved
 
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")

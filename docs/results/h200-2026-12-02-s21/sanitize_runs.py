@@ -2,6 +2,7 @@
 for compute-sanitizer: slot-order rows, routing-order rows (tensor copies), the epilogue top-k sum,
 runs not dividing the N tiles and a short K; each checked bit for bit against items of one N tile."""
 import dataclasses
+
 import torch
 
 import chord_kernels
