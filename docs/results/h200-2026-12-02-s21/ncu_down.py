@@ -1,4 +1,4 @@
-# ruff: noqa: E702, E741  (an experiment script: closures timed within their loop iteration, imports after the precompile switch)
+# ruff: noqa: E702, E741  (an experiment script: one-line statements, short names)
 """Session 21: ncu of TP8 down (K = 256) at 8192 tokens. Adapted from s15: ncu of Chord's WGMMA kernels on the middle shapes (default configs): gate_up then down of
 ep8_masked16 and ep8_masked32 (grouped masked), ep8_tok43 (indexed). With --target: the launches;
 without: runs ncu on itself and prints the sections and hottest SASS (ci/indexed_check.py's filters)."""
