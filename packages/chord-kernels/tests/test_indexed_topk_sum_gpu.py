@@ -47,9 +47,9 @@ TCASES = [
     # 224 consumer registers): 150 rows, experts past 168 rows in two items.
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
-    # Runs of N tiles over a resident activation tile (K <= 256): the planned TP8 down on 64 x 2
-    # items, and runs of three over two N tiles (N = 264) under an expert map, both in routing order
-    # too (the resident tile by tensor copies).
+    # Runs of N tiles over a resident activation tile (K <= 256; their epilogue-sum twin takes items
+    # of one N tile): the planned TP8 down on 64 x 2 items, and runs of three over two N tiles
+    # (N = 264) under an expert map, both in routing order too (the resident tile by tensor copies).
     TCase(Case("tp8_down_runs_bm64", 384, 7168, 256, 4096, 8, block_m=64), True, routing_order=True),
     TCase(Case("runs_mapped_bm40", 16, 264, 256, 300, 4, block_m=40, routing="mapped"), True,
           WgmmaConfig(40, 2, 256, 3, n_run=3, pingpong=True), routing_order=True),

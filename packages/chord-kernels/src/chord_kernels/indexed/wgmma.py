@@ -91,14 +91,17 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     already commits its wgmmas per K step (two tiles per warpgroup, ``mt * tile >= 128``): with
     per-K-group commits a second width serializes every wgmma (C7512), and per-step commits cost
     those narrower tiles 9-14 %. And where the count saves columns often: the 72- and 80-token
-    blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less, 2-10 %
+    blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less (with runs
+    of N tiles, from 80 tokens, 8 less only), 2-10 %
     faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
     :data:`ROW_WIDTHS_MIN_K`. The whole layer measured 1-10 % faster at 52-341 rows per expert
     (EP8) and 3072-4096 tokens (TP8), level at 8192 (docs/optimization.md, session 17)."""
     if mt != 2:
         return ()
     if items == 1 and block_m >= 72:  # with two tiles, 144 accumulator x token registers and up
-        return (block_m - 16, block_m - 8)
+        # With runs (K <= RUN_MAX_K) from 80 tokens one count: two spill 16 bytes in the gather
+        # producer (ptxas, session 21).
+        return (block_m - 8,) if k <= RUN_MAX_K and block_m >= 80 else (block_m - 16, block_m - 8)
     if items == 2 and block_m == PREFILL_BLOCK and k > ROW_WIDTHS_MIN_K:
         return PREFILL_ROW_WIDTHS
     return ()
@@ -180,6 +183,9 @@ class WgmmaConfig:
                                   f"least 24), got {self}")
         if self.n_run < 0 or (self.n_run and (self.bk != 256 or self.weight_ring)):
             raise ChordInputError(f"n_run: expected 0, or N tiles per run with bk=256 stages of weights, got {self}")
+        if self.topk_sum and self.n_run:
+            raise ChordInputError(f"topk_sum: expected items of one N tile (n_run=0: with runs the sum's registers "
+                                  f"spill), got {self}")
         if self.pingpong and (not self.n_run or self.consumers != 2):
             raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
         if self.stages < 2 or self.consumers not in (1, 2):
@@ -246,10 +252,17 @@ class WgmmaConfig:
         """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
         = 0) with room for the work-item list; None where the sum must run as a second step, among
         them items compiled at a few widths (their accumulators leave the sum no registers). Row
-        widths stay on one-block items only: the 64 x 2 items' spill next to the sum."""
+        widths stay on one-block items only: the 64 x 2 items' spill next to the sum; so do runs of N
+        tiles (40-56-token blocks): the twin takes items of one N tile."""
         if self.silu_mul or n % 8 or self.widths:
             return None
-        twin = dataclasses.replace(self, topk_sum=True, row_widths=self.row_widths if self.items == 1 else ())
+        base = self
+        if self.n_run:
+            stages = max_stages(self.block_m, self.mt, self.bk, consumers=self.consumers, items=self.items)
+            if stages < 2:
+                return None
+            base = dataclasses.replace(self, n_run=0, pingpong=False, stages=stages)
+        twin = dataclasses.replace(base, topk_sum=True, row_widths=base.row_widths if base.items == 1 else ())
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
     def workspace(self, grid: int) -> WorkspaceLayout:
