@@ -78,12 +78,12 @@ RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
 over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
 RUN_TILES = 7
-"""N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the configurations of before,
-the down GEMM alone, interleaved, bit for bit: -5 to -18 % with slot-order rows and -2 to -12 % in
-routing order at 2048-12288 tokens (56-, 80-token blocks and 64 x 2 items); runs of 14 and 28 N
-tiles lost at 8192 tokens (fewer runs than the SMs balance: up to +13 %), two resident tiles with
-two weight stages lost to one tile with three, and 64-token epilogue passes changed nothing
-(docs/optimization.md, session 21)."""
+"""N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the same configurations
+without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with slot-order rows and
+-1.5 to -11.7 % in routing order at 1280-12288 tokens (40-80-token blocks and 64 x 2 items); runs of
+14 and 28 N tiles lost at 8192 tokens (too few runs per SM to balance: up to +20 %), two resident
+tiles with two weight stages lost to one tile with three, and 64-token epilogue passes changed
+nothing (docs/optimization.md, session 21)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
