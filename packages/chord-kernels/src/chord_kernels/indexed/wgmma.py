@@ -208,13 +208,18 @@ class WgmmaConfig:
         return 64 * self.mt * self.consumers
 
     @property
+    def activation_bytes(self) -> int:
+        """One K stage of the widest item's activation rows (64-K swizzled tiles of ``tile`` rows)."""
+        return (self.bk // 64) * self.tile * 128
+
+    @property
     def resident_bytes(self) -> int:
         """A run's activation tile (0 without runs: the activations travel in the stages)."""
-        return (self.bk // 64) * self.tile * 128 if self.n_run else 0
+        return self.activation_bytes if self.n_run else 0
 
     @property
     def stage_bytes(self) -> int:
-        act = 0 if self.n_run else (self.bk // 64) * self.tile * 128
+        act = 0 if self.n_run else self.activation_bytes
         weights = 0 if self.weight_ring else self.block_n // ATOM_N * (self.bk // ATOM_K) * ATOM_BYTES
         return _align(act + weights, 1024)
 
