@@ -175,15 +175,20 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 121) == 24
     assert choose(pw, 6144) == 24     # ep8_tok128
     assert choose(pw, 48 * 150) == 24
+    # ... 96-row blocks, one per work item, above 150 and up to 176 ...
+    assert choose(pw, 48 * 151) == 96
+    assert choose(pw, 8208) == 96     # tok_e 171
+    assert choose(pw, 48 * 176) == 96
     # ... and 64-row blocks again beyond.
-    assert choose(pw, 48 * 151) == 64
+    assert choose(pw, 48 * 176 + 1) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
     assert choose(tp8, 768 * 8) == 24  # tok_e 16: 24-token blocks to 16 rows with many experts ...
     assert choose(tp8, 769 * 8) == 32
     assert choose(tp8, 1024 * 8) == 32  # tp8_1024
     assert choose(pw, 48 * 15) == 32   # ... to 14 with EP8's 48
-    assert choose(tp8, 8192 * 8) == 64  # tp8_8192, tok_e 171
+    assert choose(tp8, 8192 * 8) == 96  # tp8_8192, tok_e 171
+    assert choose(tp8, 9216 * 8) == 64  # tok_e 192
     assert choose(tp8, 4096 * 8) == 64  # tok_e 85
     assert choose(tp8, 6144 * 8) == 24  # tok_e 128
     # Blackwell profiles keep the decode kernel's blocks.

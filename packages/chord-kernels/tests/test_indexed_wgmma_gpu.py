@@ -39,6 +39,10 @@ WCASES = [
     WCase(Case("ep8_gate_up_bm128", 48, 4096, 7168, 6144, 1, block_m=128)),
     WCase(Case("tp8_gate_up_bm176", 384, 512, 7168, 2048, 8, block_m=176)),
     WCase(Case("tp8_down_bm128_weighted", 384, 7168, 256, 8192, 1, block_m=128, weighted=True)),
+    # The planned 96-token items (151-176 rows per expert) at ~85 rows: every compiled count (80, 88,
+    # 96), gate_up dynamic, down in runs of N tiles.
+    WCase(Case("tp8_gate_up_bm96", 384, 512, 7168, 4096, 8, block_m=96)),
+    WCase(Case("tp8_down_bm96_runs_weighted", 384, 7168, 256, 4096, 8, block_m=96, weighted=True)),
     # The wide prefill items (24-token blocks, up to seven per item, 128-wide stages).
     WCase(Case("ep8_gate_up_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24)),
     WCase(Case("tp8_gate_up_wide_tok85", 384, 512, 7168, 4096, 8, block_m=24)),

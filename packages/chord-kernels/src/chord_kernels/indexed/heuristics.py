@@ -24,6 +24,8 @@ __all__ = [
     "NARROW_MAX_TOK_E",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
+    "TWO_ITEM_BLOCK",
+    "TWO_ITEM_MAX_TOK_E",
     "WGMMA_BLOCK_MS",
     "WGMMA_PROFILES",
     "WIDE_BLOCK",
@@ -92,8 +94,17 @@ per layer than the wide items at 72-118 rows per expert on EP8's and TP8's shape
 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
+TWO_ITEM_BLOCK = 96
+"""Routing block beyond :data:`WIDE_MAX_TOK_E` up to :data:`TWO_ITEM_MAX_TOK_E` rows per expert: one
+block per work item (96 tokens on 256-wide K stages, the K loop also compiled at 80 and 88), so an
+expert of 151-192 rows is two items of up to 96 tokens instead of :data:`PREFILL_BLOCK`'s 128 and
+64. The layer measured 7-8 % faster at 160-171 rows per expert (TP8 and EP8), 2-4 % at 176-184
+under TP8, 3 % slower at 180 under EP8 and 4-15 % slower from 192 (docs/optimization.md, session 22)."""
+TWO_ITEM_MAX_TOK_E = 176.0
+"""Up to here (tok_e + 1.2 sigma <= 192) :data:`TWO_ITEM_BLOCK`: beyond, experts past two blocks'
+192 rows take a third weight pass often enough to lose."""
 PREFILL_BLOCK = 64
-"""Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`WIDE_MAX_TOK_E` rows per
+"""Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
 expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K stages, whose
 two stages of wider items would not fit shared memory), and the grouped contiguous mode's block
 (whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile measured faster:
@@ -121,7 +132,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
-    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E`.
+    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCK` (one)
+    from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -136,7 +148,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             return WIDE_BLOCK
         if tok_e <= 64.0:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
-        return WIDE_BLOCK if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E else PREFILL_BLOCK
+        if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
+            return WIDE_BLOCK
+        return TWO_ITEM_BLOCK if WIDE_MAX_TOK_E < tok_e <= TWO_ITEM_MAX_TOK_E else PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
@@ -146,9 +160,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     return 32
 
 
-WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8))
+WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8), TWO_ITEM_BLOCK)
 """Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: :data:`WIDE_BLOCK`, then the
-tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them."""
+tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them, and
+:data:`TWO_ITEM_BLOCK`."""
 
 
 def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
