@@ -34,7 +34,8 @@ from chord_kernels.routing import align_block_size
 dev = torch.device("cuda")
 OUT = os.environ.get("OUT", "/tmp")
 H, I, E, TOPK = 7168, 256, 384, 8
-BLOCKS = (64, 96)
+BLOCKS = tuple(int(b) for b in os.environ.get("BLOCKS", "64,96").split(","))
+B0, B1 = BLOCKS
 CASES = [(m, int(t)) for m, t in (x.split(":") for x in os.environ.get("CASES", "tp8:8192,tp8:10240,tp8:12288,ep8:8208,ep8:16368").split(","))]
 
 if sys.argv[1:2] == ["precompile"]:
@@ -100,7 +101,7 @@ for mode, tokens in CASES:
             act, a2, *route, tw, ids, block_m=bm, expert_map=emap, out=o2, routing_order=in_order)
         layer[bm]()
     torch.cuda.synchronize()
-    same = torch.equal(outs[64], outs[96])
+    same = torch.equal(outs[B0], outs[B1])
     want = reference.moe_layer(hidden, s13, s2, tw, ids, global_num_experts=E, expert_map=emap).float()
     err = {bm: ((outs[bm].float() - want).abs().max() / want.abs().max()).item() for bm in outs}
     fns = {**{f"layer{bm}": f for bm, f in layer.items()}, **{f"gate_up{bm}": f for bm, f in gu.items()},
@@ -109,8 +110,8 @@ for mode, tokens in CASES:
     rec = {"mode": mode, "tokens": tokens, "tok_e": tok_e * (8 if mode == "ep8" else 1), "us": us, "bit_identical": same,
            "rel_err": err}
     res.append(rec)
-    print(f"{mode} {tokens:6d}  layer 64 {us['layer64']:7.1f} 96 {us['layer96']:7.1f} ({us['layer96'] / us['layer64'] - 1:+.1%})"
-          f" | gate_up {us['gate_up64']:7.1f} {us['gate_up96']:7.1f} ({us['gate_up96'] / us['gate_up64'] - 1:+.1%})"
-          f" | down {us['down64']:7.1f} {us['down96']:7.1f} ({us['down96'] / us['down64'] - 1:+.1%})"
+    print(f"{mode} {tokens:6d}  layer {B0} {us[f'layer{B0}']:7.1f} {B1} {us[f'layer{B1}']:7.1f} ({us[f'layer{B1}'] / us[f'layer{B0}'] - 1:+.1%})"
+          f" | gate_up {us[f'gate_up{B0}']:7.1f} {us[f'gate_up{B1}']:7.1f} ({us[f'gate_up{B1}'] / us[f'gate_up{B0}'] - 1:+.1%})"
+          f" | down {us[f'down{B0}']:7.1f} {us[f'down{B1}']:7.1f} ({us[f'down{B1}'] / us[f'down{B0}'] - 1:+.1%})"
           f" | bits {'same' if same else 'DIFF'} err {max(err.values()):.2e}", flush=True)
     json.dump(res, open(f"{OUT}/block96.json", "w"), indent=1)
