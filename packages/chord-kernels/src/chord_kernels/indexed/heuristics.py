@@ -96,10 +96,11 @@ WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
 TWO_ITEM_BLOCK = 96
 """Routing block beyond :data:`WIDE_MAX_TOK_E` up to :data:`TWO_ITEM_MAX_TOK_E` rows per expert: one
-block per work item (96 tokens on 256-wide K stages, the K loop also compiled at 80 and 88), so an
-expert of 151-192 rows is two items of up to 96 tokens instead of :data:`PREFILL_BLOCK`'s 128 and
-64. The layer measured 7-8 % faster at 160-171 rows per expert (TP8 and EP8), 2-4 % at 176-184
-under TP8, 3 % slower at 180 under EP8 and 4-15 % slower from 192 (docs/optimization.md, session 22)."""
+block per work item (96 tokens on 256-wide K stages, the K loop also compiled at 88, and at 80
+where K > 256), so an expert of 151-192 rows is two items of up to 96 tokens instead of
+:data:`PREFILL_BLOCK`'s 128 and 64. The layer measured 7-8 % faster at 160-171 rows per expert (TP8
+and EP8), 2-4 % at 176-184 under TP8, 3 % slower at 180 under EP8 and 4-15 % slower from 192
+(docs/optimization.md, session 22)."""
 TWO_ITEM_MAX_TOK_E = 176.0
 """Up to here (tok_e + 1.2 sigma <= 192) :data:`TWO_ITEM_BLOCK`: beyond, experts past two blocks'
 192 rows take a third weight pass often enough to lose."""
