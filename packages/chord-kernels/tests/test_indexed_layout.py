@@ -179,8 +179,10 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 151) == 96
     assert choose(pw, 8208) == 96     # tok_e 171
     assert choose(pw, 48 * 176) == 96
+    assert choose(pw, 48 * 176 + 1) == 104  # ... 104 up to 192 ...
+    assert choose(pw, 48 * 192) == 104
     # ... and 64-row blocks again beyond.
-    assert choose(pw, 48 * 176 + 1) == 64
+    assert choose(pw, 48 * 192 + 1) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
     assert choose(tp8, 768 * 8) == 24  # tok_e 16: 24-token blocks to 16 rows with many experts ...
@@ -188,7 +190,8 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 1024 * 8) == 32  # tp8_1024
     assert choose(pw, 48 * 15) == 32   # ... to 14 with EP8's 48
     assert choose(tp8, 8192 * 8) == 96  # tp8_8192, tok_e 171
-    assert choose(tp8, 9216 * 8) == 64  # tok_e 192
+    assert choose(tp8, 9216 * 8) == 104  # tok_e 192
+    assert choose(tp8, 9600 * 8) == 64  # tok_e 200
     assert choose(tp8, 4096 * 8) == 64  # tok_e 85
     assert choose(tp8, 6144 * 8) == 24  # tok_e 128
     # Blackwell profiles keep the decode kernel's blocks.

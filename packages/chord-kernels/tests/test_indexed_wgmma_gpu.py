@@ -43,6 +43,10 @@ WCASES = [
     # 96), gate_up dynamic, down in runs of N tiles.
     WCase(Case("tp8_gate_up_bm96", 384, 512, 7168, 4096, 8, block_m=96)),
     WCase(Case("tp8_down_bm96_runs_weighted", 384, 7168, 256, 4096, 8, block_m=96, weighted=True)),
+    WCase(Case("ep8_gate_up_bm104_tok90", 48, 4096, 7168, 48 * 90, 1, block_m=104)),
+    WCase(Case("ep8_down_bm104_mapped_weighted", 48, 7168, 2048, 48 * 90, 1, block_m=104, routing="mapped",
+               weighted=True)),
+    WCase(Case("tp8_down_bm104_runs_hot", 384, 7168, 256, 4096, 8, block_m=104, routing="hot", weighted=True)),
     # The wide prefill items (24-token blocks, up to seven per item, 128-wide stages).
     WCase(Case("ep8_gate_up_wide_tok128", 48, 4096, 7168, 6144, 1, block_m=24)),
     WCase(Case("tp8_gate_up_wide_tok85", 384, 512, 7168, 4096, 8, block_m=24)),

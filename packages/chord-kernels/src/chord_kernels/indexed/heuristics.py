@@ -24,7 +24,7 @@ __all__ = [
     "NARROW_MAX_TOK_E",
     "PREFILL_BLOCK",
     "STRIDED_MIN_WAVES",
-    "TWO_ITEM_BLOCK",
+    "TWO_ITEM_BLOCKS",
     "TWO_ITEM_MAX_TOK_E",
     "WGMMA_BLOCK_MS",
     "WGMMA_PROFILES",
@@ -94,16 +94,15 @@ per layer than the wide items at 72-118 rows per expert on EP8's and TP8's shape
 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
-TWO_ITEM_BLOCK = 96
-"""Routing block beyond :data:`WIDE_MAX_TOK_E` up to :data:`TWO_ITEM_MAX_TOK_E` rows per expert: one
-block per work item (96 tokens on 256-wide K stages, the K loop also compiled at 88, and at 80
-where K > 256), so an expert of 151-192 rows is two items of up to 96 tokens instead of
-:data:`PREFILL_BLOCK`'s 128 and 64. The layer measured 7-8 % faster at 160-171 rows per expert (TP8
-and EP8), 2-4 % at 176-184 under TP8, 3 % slower at 180 under EP8 and 4-15 % slower from 192
-(docs/optimization.md, session 22)."""
-TWO_ITEM_MAX_TOK_E = 176.0
-"""Up to here (tok_e + 1.2 sigma <= 192) :data:`TWO_ITEM_BLOCK`: beyond, experts past two blocks'
-192 rows take a third weight pass often enough to lose."""
+TWO_ITEM_BLOCKS = ((176.0, 96), (192.0, 104))
+"""Routing blocks beyond :data:`WIDE_MAX_TOK_E` rows per expert, as (up to this tok_e, block): one
+block per work item (256-wide K stages, the K loop also compiled 8 tokens narrower, and 16 where
+K > 256), so that an expert of 151-208 rows is two items of about half its rows instead of
+:data:`PREFILL_BLOCK`'s 128 and a rest: the smallest block with tok_e + 1.2 sigma <= two blocks.
+Against 64 x 2 items the layer measured 7-8 % faster at 160-171 rows per expert with 96 (TP8 and
+EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slower), 1 % slower at
+200 and 10 % at 213 (docs/optimization.md, session 22)."""
+TWO_ITEM_MAX_TOK_E = TWO_ITEM_BLOCKS[-1][0]
 PREFILL_BLOCK = 64
 """Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
 expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K stages, whose
@@ -133,7 +132,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
-    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCK` (one)
+    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one)
     from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
@@ -151,7 +150,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
         if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
             return WIDE_BLOCK
-        return TWO_ITEM_BLOCK if WIDE_MAX_TOK_E < tok_e <= TWO_ITEM_MAX_TOK_E else PREFILL_BLOCK
+        if tok_e > WIDE_MAX_TOK_E:
+            return next((block for up_to, block in TWO_ITEM_BLOCKS if tok_e <= up_to), PREFILL_BLOCK)
+        return PREFILL_BLOCK
     if tok_e <= 17.0:  # a 24-row tile rarely overflows at tok_e 16 and wastes less than 32
         return 24
     if 28.0 < tok_e <= 64.0 and weight.k >= 1024:
@@ -161,10 +162,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     return 32
 
 
-WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8), TWO_ITEM_BLOCK)
+WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8), *(block for _, block in TWO_ITEM_BLOCKS))
 """Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: :data:`WIDE_BLOCK`, then the
 tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them, and
-:data:`TWO_ITEM_BLOCK`."""
+:data:`TWO_ITEM_BLOCKS`."""
 
 
 def block_ms_for(weight: PackedWeight) -> tuple[int, ...]:
