@@ -100,8 +100,9 @@ block per work item (256-wide K stages, the K loop also compiled 8 tokens narrow
 K > 256), so that an expert of 151-208 rows is two items of about half its rows instead of
 :data:`PREFILL_BLOCK`'s 128 and a rest: the smallest block with tok_e + 1.2 sigma <= two blocks.
 Against 64 x 2 items the layer measured 7-8 % faster at 160-171 rows per expert with 96 (TP8 and
-EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slower), 1 % slower at
-200 and 10 % at 213 (docs/optimization.md, session 22)."""
+EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slower), 1-3 % slower at
+200 and 10-12 % at 213; one-block items of 112 and 120 tokens lose from 200-213 rows per expert on
+(docs/optimization.md, sessions 22 and 23)."""
 TWO_ITEM_MAX_TOK_E = TWO_ITEM_BLOCKS[-1][0]
 PREFILL_BLOCK = 64
 """Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
