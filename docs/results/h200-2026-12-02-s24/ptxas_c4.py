@@ -9,6 +9,8 @@ CASES = [("ep8_tok16_gate_up", 48, 4096, 7168, 768, 1, 32), ("ep8_tok16_down", 4
          ("ep8_tok43_gate_up", 48, 4096, 7168, 2064, 1, 56), ("ep8_tok8_gate_up", 48, 4096, 7168, 384, 1, 24)]
 REGS = int(sys.argv[1]) if len(sys.argv) > 1 else 112
 CONS = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+import os
+EXTRA = tuple(os.environ.get("EXTRA", "").split())
 for name, e, n, k, slots, top_k, bm in CASES:
     c = W.choose_wgmma_config(n, k, bm, slots / e)
     fits = [s for s in range(2, 9) if dataclasses.replace(c, consumers=CONS, mt=2, consumer_regs=REGS, stages=s).smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT]
@@ -16,7 +18,7 @@ for name, e, n, k, slots, top_k, bm in CASES:
         print(name, "no stage count fits"); continue
     f = dataclasses.replace(c, consumers=CONS, mt=2, consumer_regs=REGS, stages=max(fits))
     kk = f.kernel()
-    v = CudaKernel(name=kk.name + "_v", source=kk.source, entry=kk.entry, arch=kk.arch, flags=("-Xptxas", "-v"))
+    v = CudaKernel(name=kk.name + "_v", source=kk.source, entry=kk.entry, arch=kk.arch, flags=("-Xptxas", "-v", *EXTRA))
     path = v.compile("sm_90a")
     log = json.loads(Path(str(path).replace(".cubin", ".json")).read_text())
     txt = json.dumps(log)
