@@ -1,6 +1,6 @@
 # ruff: noqa
 """Session 24 (session 22's four_consumers.patch applied): four consumer warpgroups of two 64-channel tiles each
-(mt 2, 512-channel N tiles, per-K-step commits, 112 registers, 640 threads; compiled under 96: spills) against the planned two of two tiles, at the middle shapes' GEMMs
+(mt 2, 512-channel N tiles, per-K-step commits, 104 consumer registers, 640 threads: no spills) against the planned two of two tiles, at the middle shapes' GEMMs
 (plain gate_up without SiLU, down with top-k weights), slot-order rows, interleaved CUDA graphs,
 bit for bit. argv[1] == precompile: compile only."""
 import dataclasses
