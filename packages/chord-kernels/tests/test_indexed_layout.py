@@ -208,6 +208,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     from chord_kernels.indexed.heuristics import choose_config
     from chord_kernels.indexed.planner import cached_plan, config_for_rows, configs_for
     from chord_kernels.indexed.wgmma import (
+        FOUR_CONSUMER_MIN_K,
+        FOUR_CONSUMER_REGS,
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
         RUN_TILES,
@@ -231,7 +233,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.widths == (WIDE_SHORT_K_WIDTHS if k <= WIDE_SHORT_K else WIDE_SEVEN_WIDTHS)
                 assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
             else:
-                assert cfg.widths == () and cfg.consumer_regs == 216
+                # gate_up's one-block items of 24-40 tokens: four consumer warpgroups (two stages fit).
+                four = k >= FOUR_CONSUMER_MIN_K and cfg.items == 1 and cfg.mt == 2 and 24 <= bm <= 40
+                assert cfg.consumers == (4 if four else 2), cfg
+                assert cfg.widths == () and cfg.consumer_regs == (FOUR_CONSUMER_REGS if four else 216)
+                assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
             # Narrower token counts where the K loop commits per K step anyway (docs/optimization.md, session 17).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
@@ -244,6 +250,17 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
+    # Four consumer warpgroups: 640 threads get 96 registers each at launch, and the consumers'
+    # share must leave the producer 24; three are not a configuration.
+    four = choose_wgmma_config(4096, 7168, 32)
+    assert four.register_pool == 96 and four.template_args().endswith(", 2, 4, false, false, false, true, false, 0u, 104")
+    assert four.topk_sum_twin(4096) is None  # the sum's registers do not fit its share
+    with pytest.raises(ChordInputError, match="consumer_regs"):
+        dataclasses.replace(four, consumer_regs=136)  # 136 x 512 > 96 x 640 - 24 x 128
+    with pytest.raises(ChordInputError, match="invalid wgmma config"):
+        dataclasses.replace(four, consumers=3)
+    assert choose_wgmma_config(4096, 7168, 16).consumers == 2  # 16-token blocks keep two
+    assert choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0).consumers == 4
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, bk=256, weight_ring=True)  # the ring holds 256-K tiles under 128-K stages
     ring = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True)
@@ -341,7 +358,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             WgmmaConfig(block_m=64, mt=2, items=2, stages=2, row_widths=bad)
     assert WgmmaConfig(block_m=80, mt=2, stages=2, row_widths=(8, 72)).wgmma_widths == (8, 72, 80)
     assert configs_for(7168, 2048, 32, "sm_90a") == (choose_wgmma_config(7168, 2048, 32),)
-    for regs in (220, 120, 248):
+    for regs in (220, 56, 248):
         with pytest.raises(ChordInputError, match="consumer_regs"):
             WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, consumer_regs=regs)
     # Runs of N tiles over a resident activation tile, the consumers in turns: the 256-K

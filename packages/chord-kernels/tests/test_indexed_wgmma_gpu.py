@@ -60,6 +60,21 @@ WCASES = [
     WCase(Case("edges_bk256", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 2, 256, 3)),
     WCase(Case("edges_bk128", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 1, 128, 4)),
     WCase(Case("edges_one_consumer", 6, 264, 1056, 40, 2, block_m=40), WgmmaConfig(40, 2, 256, 3, consumers=1)),
+    # Four consumer warpgroups of two tiles (512-channel N tiles, planned for gate_up's 24-40-token
+    # one-block items): the planned EP8 and TP8 gate_up; a partial last N tile whose last two
+    # warpgroups hold no channels, with a one-group last K tile; an expert map, a hot expert, empty
+    # experts under the dynamic schedule, M = 1.
+    WCase(Case("four_ep8_gate_up_bm40_tok24", 48, 4096, 7168, 48 * 24, 1, block_m=40)),
+    WCase(Case("four_tp8_gate_up_bm32", 384, 512, 7168, 1024, 8, block_m=32)),
+    WCase(Case("four_edges_weighted", 6, 264, 4128, 40, 2, block_m=32, weighted=True),
+          WgmmaConfig(32, 2, 256, 2, consumers=4, consumer_regs=104)),
+    WCase(Case("four_expert_map_weighted", 16, 704, 4096, 200, 4, block_m=24, routing="mapped", weighted=True),
+          WgmmaConfig(24, 2, 256, 2, consumers=4, consumer_regs=104)),
+    WCase(Case("four_hot_expert", 4, 1024, 4096, 300, 1, block_m=40, routing="hot"),
+          WgmmaConfig(40, 2, 256, 2, consumers=4, consumer_regs=104)),
+    WCase(Case("four_empty_experts_dynamic", 8, 520, 4096, 90, 2, block_m=24, routing="sparse"),
+          WgmmaConfig(24, 2, 256, 2, consumers=4, consumer_regs=104, dynamic=True)),
+    WCase(Case("four_m1", 6, 512, 4096, 1, 2, block_m=32), WgmmaConfig(32, 2, 256, 2, consumers=4, consumer_regs=104)),
     WCase(Case("m1", 6, 16, 32, 1, 2, block_m=8)),
     WCase(Case("one_hot_expert_bm64", 4, 200, 512, 300, 1, block_m=64, routing="hot")),
     WCase(Case("empty_experts_bm56", 8, 136, 448, 90, 2, block_m=56, routing="sparse")),

@@ -74,6 +74,19 @@ ROW_WIDTHS_MIN_K = 256
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
 
 
+FOUR_CONSUMER_MIN_K = 4096
+"""From this K on (Kimi's gate_up GEMMs, K = 7168) the one-block items of 24-40 tokens on 256-K stages
+run four consumer warpgroups of two 64-channel tiles each (512-channel N tiles, two stages: the most
+that fit; 48 tokens and up fit none) instead of two. Interleaved against two warpgroups, bit for bit:
+gate_up 1-6 % faster at 12-24 rows per expert (EP8) and 512-1024 tokens (TP8) in three timings of
+one run, 2-3 % in the run of session 24; the layer up to 2 % faster at TP8 512 and EP8 12 rows per
+expert. 16-token blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K
+stages (four or five of them) measured 39-66 % slower (docs/optimization.md, session 25)."""
+FOUR_CONSUMER_REGS = 104
+"""Consumer registers of those configurations: 640 threads get 96 each at launch, and at 112 the
+producer's 32 spill (ptxas); at 104 nothing spills and no wgmma is serialized."""
+
+
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
 over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
@@ -178,9 +191,10 @@ class WgmmaConfig:
                                        for w in self.row_widths)):
             raise ChordInputError(f"row_widths: expected ascending multiples of 8 below the widest item "
                                   f"({self.tile} tokens) that are not whole blocks of {self.block_m}, got {self}")
-        if self.consumer_regs % 8 or not 128 <= self.consumer_regs <= 240:
-            raise ChordInputError(f"consumer_regs: expected a multiple of 8 in [128, 240] (the producer keeps at "
-                                  f"least 24), got {self}")
+        if self.consumer_regs % 8 or not 64 <= self.consumer_regs <= 240 or (
+                self.consumers > 1 and self.register_pool * self.threads - self.consumer_regs * 128 * self.consumers < 24 * 128):
+            raise ChordInputError(f"consumer_regs: expected a multiple of 8 in [64, 240] that leaves the producer at "
+                                  f"least 24 of the launch's {self.register_pool} per thread, got {self}")
         if self.n_run < 0 or (self.n_run and (self.bk != 256 or self.weight_ring)):
             raise ChordInputError(f"n_run: expected 0, or N tiles per run with bk=256 stages of weights, got {self}")
         if self.topk_sum and self.n_run:
@@ -188,7 +202,7 @@ class WgmmaConfig:
                                   f"spill), got {self}")
         if self.pingpong and (not self.n_run or self.consumers != 2):
             raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
-        if self.stages < 2 or self.consumers not in (1, 2):
+        if self.stages < 2 or self.consumers not in (1, 2, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
     ctas_per_sm = 1
@@ -202,6 +216,11 @@ class WgmmaConfig:
     def threads(self) -> int:
         """Consumer warpgroups plus the producer warpgroup."""
         return 128 * (self.consumers + 1)
+
+    @property
+    def register_pool(self) -> int:
+        """Registers per thread at launch (ptxas's cap at one CTA per SM), which setmaxnreg shares out."""
+        return min(168, 65536 // self.threads // 8 * 8)
 
     @property
     def block_n(self) -> int:
@@ -256,10 +275,11 @@ class WgmmaConfig:
     def topk_sum_twin(self, n: int) -> WgmmaConfig | None:
         """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
         = 0) with room for the work-item list; None where the sum must run as a second step, among
-        them items compiled at a few widths (their accumulators leave the sum no registers). Row
+        them items compiled at a few widths and four consumer warpgroups (their accumulators or
+        register share leave the sum no registers). Row
         widths stay on one-block items only: the 64 x 2 items' spill next to the sum; so do runs of N
         tiles (40-56-token blocks): the twin takes items of one N tile."""
-        if self.silu_mul or n % 8 or self.widths:
+        if self.silu_mul or n % 8 or self.widths or self.consumers > 2:
             return None
         base = self
         if self.n_run:
@@ -309,12 +329,12 @@ class WgmmaConfig:
 
 
 def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1,
-               weight_ring: bool = False, n_run: int = 0) -> int:
+               weight_ring: bool = False, n_run: int = 0, consumer_regs: int = 216) -> int:
     """Deepest ring that fits one CTA per SM with room for the work-item list (0 if none)."""
     fit = 0
     for stages in range(2, limit + 1):
         cfg = WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=consumers, items=items,
-                          weight_ring=weight_ring, n_run=n_run)
+                          weight_ring=weight_ring, n_run=n_run, consumer_regs=consumer_regs)
         if cfg.smem_bytes(0) + LIST_RESERVE <= SMEM_LIMIT:
             fit = stages
     return fit
@@ -383,6 +403,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
     per item on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
     :data:`RUN_TILES` N tiles over a resident activation tile, its two consumer warpgroups in turns.
+    From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items whose two stages fit four consumer
+    warpgroups (24-40 tokens) run four of two tiles each.
     """
     rows = 0
     if tok_e is not None:
@@ -405,6 +427,11 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
     n_run = RUN_TILES if k <= RUN_MAX_K else 0
+    if k >= FOUR_CONSUMER_MIN_K and items == 1 and mt == 2 and block_m >= WIDE_BLOCK:
+        stages = max_stages(block_m, mt, bk, consumers=4, consumer_regs=FOUR_CONSUMER_REGS)
+        if stages >= 2:
+            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
+                               consumer_regs=FOUR_CONSUMER_REGS, row_widths=_row_widths(block_m, items, mt, k))
     stages = max_stages(block_m, mt, bk, items=items, n_run=n_run)
     if stages < 2:
         bk, n_run = 128, 0

@@ -115,8 +115,9 @@ struct WgmmaConfig {
   // accumulators x tokens up: there ptxas cannot fit an A buffer per K group of a stage next to
   // the accumulators and would serialize every wgmma (C7511/C7512); below, the per-group commits
   // measured faster (docs/optimization.md, session 8), except with kRowWidths, whose second width
-  // serializes the per-group commits (session 17).
-  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kRowWidths_ != 0;
+  // serializes the per-group commits (session 17), and beyond two consumer warpgroups, whose smaller
+  // register share holds no A buffer per K group (session 24).
+  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kRowWidths_ != 0 || kConsumers_ > 2;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
   __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
@@ -185,15 +186,16 @@ struct WgmmaConfig {
   // The resident tile's arrivals: every producer thread's cp.async completion, or the tensor copies' bytes.
   static constexpr int kResidentArrivals = kTmaRows ? 1 : 128;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
-  // setmaxnreg moves registers inside the pool allocated at launch (168 per thread for 384 threads,
-  // ptxas's cap at one CTA per SM): kConsumerRegs per consumer thread, the rest to the producer
-  // (72 x 128 + 216 x 256 = 168 x 384 by default). An increase beyond the pool would block forever.
-  // With one consumer warpgroup every thread already gets up to 255.
+  // setmaxnreg moves registers inside the pool allocated at launch (ptxas's cap at one CTA per SM:
+  // 168 per thread for 384 threads, 128 for 512, 96 for 640): kConsumerRegs per consumer thread,
+  // the rest to the producer (72 x 128 + 216 x 256 = 168 x 384 by default). An increase beyond the
+  // pool would block forever. With one consumer warpgroup every thread already gets up to 255.
+  static constexpr int kRegPool = 65536 / kThreads / 8 * 8 < 168 ? 65536 / kThreads / 8 * 8 : 168;
   static constexpr int kConsumerRegs = kConsumerRegs_;
-  static constexpr int kProducerRegs = (168 * kThreads - kConsumerRegs * 128 * kConsumers) / 128 / 8 * 8;
+  static constexpr int kProducerRegs = (kRegPool * kThreads - kConsumerRegs * 128 * kConsumers) / 128 / 8 * 8;
   static_assert(kConsumers == 1 || (kProducerRegs >= 24 && kConsumerRegs % 8 == 0 && kConsumerRegs <= 256),
                 "setmaxnreg takes multiples of 8 in [24, 256]");
-  static_assert(kConsumers == 1 || kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= 168 * kThreads,
+  static_assert(kConsumers == 1 || kProducerRegs * 128 + kConsumerRegs * 128 * kConsumers <= kRegPool * kThreads,
                 "setmaxnreg beyond the launch register pool deadlocks");
 };
 
