@@ -75,6 +75,10 @@ WCASES = [
     WCase(Case("four_empty_experts_dynamic", 8, 520, 4096, 90, 2, block_m=24, routing="sparse"),
           WgmmaConfig(24, 2, 256, 2, consumers=4, consumer_regs=104, dynamic=True)),
     WCase(Case("four_m1", 6, 512, 4096, 1, 2, block_m=32), WgmmaConfig(32, 2, 256, 2, consumers=4, consumer_regs=104)),
+    # 48-token items: the epilogue in 16-token passes (planned: EP8 at 32 rows per expert; edges).
+    WCase(Case("four_ep8_gate_up_bm48_tok32", 48, 4096, 7168, 48 * 32, 1, block_m=48)),
+    WCase(Case("four_bm48_edges_hot_weighted", 6, 264, 4128, 300, 2, block_m=48, routing="hot", weighted=True),
+          WgmmaConfig(48, 2, 256, 2, consumers=4, consumer_regs=104)),
     WCase(Case("m1", 6, 16, 32, 1, 2, block_m=8)),
     WCase(Case("one_hot_expert_bm64", 4, 200, 512, 300, 1, block_m=64, routing="hot")),
     WCase(Case("empty_experts_bm56", 8, 136, 448, 90, 2, block_m=56, routing="sparse")),

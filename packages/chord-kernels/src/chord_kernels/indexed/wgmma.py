@@ -75,13 +75,18 @@ measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster wh
 
 
 FOUR_CONSUMER_MIN_K = 4096
-"""From this K on (Kimi's gate_up GEMMs, K = 7168) the one-block items of 24-40 tokens on 256-K stages
-run four consumer warpgroups of two 64-channel tiles each (512-channel N tiles, two stages: the most
-that fit; 48 tokens and up fit none) instead of two. Interleaved against two warpgroups, bit for bit:
-gate_up 1-6 % faster at 12-24 rows per expert (EP8) and 512-1024 tokens (TP8) in three timings of
-one run, 2-3 % in the run of session 24; the layer up to 2 % faster at TP8 512 and EP8 12 rows per
-expert. 16-token blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K
-stages (four or five of them) measured 39-66 % slower (docs/optimization.md, session 25)."""
+"""From this K on (Kimi's gate_up GEMMs, K = 7168) the one-block items of 24 to
+:data:`FOUR_CONSUMER_MAX_TOKENS` tokens on 256-K stages run four consumer warpgroups of two 64-channel
+tiles each (512-channel N tiles, two stages: the most that fit, beyond 40 tokens with the epilogue in
+16-token passes) instead of two. Interleaved against two warpgroups, bit for bit: gate_up 1-6 %
+faster at 12-24 rows per expert (EP8) and 512-1024 tokens (TP8) in three timings of one run, 2-3 %
+in the run of session 24; the layer up to 2 % faster at TP8 512 and EP8 12 rows per expert. 16-token
+blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K stages (four or five
+of them) measured 38-66 % slower (docs/optimization.md, session 25)."""
+FOUR_CONSUMER_MAX_TOKENS = 48
+"""The widest of those items: at 48 tokens gate_up measured -4.8 to +1.0 % (EP8 32 rows per expert),
+-2.3 to -4.7 % (TP8 1536 tokens) and the DeepEP low-latency layer at 32 rows -1.4 / -1.8 %; at 56
+EP8's gate_up was 10-14 % slower (43 rows per expert; TP8 2048 tokens -1 to +2 %)."""
 FOUR_CONSUMER_REGS = 104
 """Consumer registers of those configurations: 640 threads get 96 each at launch, and at 112 the
 producer's 32 spill (ptxas); at 104 nothing spills and no wgmma is serialized."""
@@ -251,7 +256,7 @@ class WgmmaConfig:
         """Dynamic shared memory; mirrors ``WgmmaConfig::smem_bytes`` in wgmma.cuh."""
         header = _align(16 + 8 * self.tile, 16)
         masks = 4 * self.tile if self.topk_sum else 0  # per stage
-        epi_tokens = min(self.tile // 8, 4) * 8
+        epi_tokens = min(self.tile // 8, 2 if self.consumers > 2 and self.tile > 40 else 4) * 8
         epi = self.tile * (12 if self.topk_sum else 8) + epi_tokens * (self.mt * 128 + 16)
         barriers = 16 * self.stages + (32 if self.weight_ring else 0) + (16 if self.n_run else 0)
         offset = (self.resident_bytes + self.stages * self.stage_bytes + self.weight_ring_bytes + barriers
@@ -403,8 +408,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
     per item on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
     :data:`RUN_TILES` N tiles over a resident activation tile, its two consumer warpgroups in turns.
-    From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items whose two stages fit four consumer
-    warpgroups (24-40 tokens) run four of two tiles each.
+    From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items of 24 to :data:`FOUR_CONSUMER_MAX_TOKENS`
+    tokens run four consumer warpgroups of two tiles each.
     """
     rows = 0
     if tok_e is not None:
@@ -427,7 +432,7 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
     n_run = RUN_TILES if k <= RUN_MAX_K else 0
-    if k >= FOUR_CONSUMER_MIN_K and items == 1 and mt == 2 and block_m >= WIDE_BLOCK:
+    if k >= FOUR_CONSUMER_MIN_K and items == 1 and mt == 2 and WIDE_BLOCK <= block_m <= FOUR_CONSUMER_MAX_TOKENS:
         stages = max_stages(block_m, mt, bk, consumers=4, consumer_regs=FOUR_CONSUMER_REGS)
         if stages >= 2:
             return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, dynamic=dynamic,

@@ -162,8 +162,11 @@ struct WgmmaConfig {
   // Epilogue: per consumer warpgroup, the item's slots, weights (and local-slot masks with
   // kTopkSum), then a staging tile of
   // kEpiTokens token rows x kMT * 64 channels in bf16 (rows padded by 16 bytes: the 8 rows of one
-  // stmatrix matrix fall in 8 different 16-byte bank groups).
-  static constexpr int kEpiTokens = (kTile / 8 < 4 ? kTile / 8 : 4) * 8;
+  // stmatrix matrix fall in 8 different 16-byte bank groups), stored in passes of kEpiGroups
+  // 8-token groups: 4, or 2 for four warpgroups' items beyond 40 tokens, whose two stages fit
+  // shared memory only so.
+  static constexpr int kEpiGroups = kConsumers_ > 2 && kTile > 40 ? 2 : 4;
+  static constexpr int kEpiTokens = (kTile / 8 < kEpiGroups ? kTile / 8 : kEpiGroups) * 8;
   static constexpr int kEpiRowBytes = kMT * 128 + 16;
   static constexpr int kEpiInfoBytes = kTile * (kTopkSum ? 12 : 8);
   static constexpr int kEpiBytes = kEpiInfoBytes + kEpiTokens * kEpiRowBytes;
@@ -711,7 +714,7 @@ template <class Cfg, int kN>
 __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& st,
                                                uint8_t* epi, int ntile, int warp, int lane) {
   constexpr int kNT = kN / 8;
-  constexpr int kEpiNT = kNT < 4 ? kNT : 4;
+  constexpr int kEpiNT = kNT < Cfg::kEpiGroups ? kNT : Cfg::kEpiGroups;
   const int consumer = threadIdx.x / 128;
   const int tid = threadIdx.x % 128;
   const int* slots = reinterpret_cast<const int*>(epi);
