@@ -61,7 +61,7 @@ MASKED = [  # name, experts, N, K, max_m, counts ("uniform" draws 0..max_m; else
     ("ep8_gate_up_decode", 48, 4096, 7168, 24, "uniform"),
     ("ep8_down_prefill", 48, 7168, 2048, 160, "uniform"),
     ("edges", 6, 264, 1056, 40, "edges"),
-    ("four_consumers_edges", 6, 384, 4128, 40, "edges"),  # 16 rows per group: 32-token blocks, four warpgroups
+    ("four_consumers_edges", 6, 640, 4128, 40, "edges"),  # 16 rows per group: 32-token blocks, four warpgroups, partial N tile
     ("four_consumers_bm48", 6, 512, 4128, 88, "edges"),  # 32 rows per group: 48-token blocks
     ("odd_nk", 5, 72, 160, 13, "uniform"),
 ]

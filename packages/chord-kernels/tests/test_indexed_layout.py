@@ -235,7 +235,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
             else:
                 # gate_up's one-block items of 24-48 tokens: four consumer warpgroups.
-                four = k >= FOUR_CONSUMER_MIN_K and cfg.items == 1 and cfg.mt == 2 and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS
+                four = (k >= FOUR_CONSUMER_MIN_K and n >= 512 and cfg.items == 1 and cfg.mt == 2
+                        and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS)
                 assert cfg.consumers == (4 if four else 2), cfg
                 assert cfg.widths == () and cfg.consumer_regs == (FOUR_CONSUMER_REGS if four else 216)
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
@@ -266,6 +267,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert (wide_four.consumers, wide_four.stages) == (4, 2) and wide_four.smem_bytes(0) + 4096 <= SMEM_LIMIT
     assert wide_four.smem_bytes(0) < dataclasses.replace(wide_four, block_m=40).smem_bytes(0)  # 16-token passes
     assert choose_wgmma_config(4096, 7168, 56).consumers == 2
+    assert choose_wgmma_config(256, 7168, 32).consumers == 2  # N = 256 would leave two warpgroups idle
     assert choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0).consumers == 4
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, bk=256, weight_ring=True)  # the ring holds 256-K tiles under 128-K stages

@@ -87,6 +87,8 @@ FOUR_CONSUMER_MAX_TOKENS = 48
 """The widest of those items: at 48 tokens gate_up measured -4.8 to +1.0 % (EP8 32 rows per expert),
 -2.3 to -4.7 % (TP8 1536 tokens) and the DeepEP low-latency layer at 32 rows -1.4 / -1.8 %; at 56
 EP8's gate_up was 10-14 % slower (43 rows per expert; TP8 2048 tokens -1 to +2 %)."""
+FOUR_CONSUMER_MIN_N = 512
+"""...and from this N on (measured at 512 and 4096): a narrower weight would leave warpgroups idle."""
 FOUR_CONSUMER_REGS = 104
 """Consumer registers of those configurations: 640 threads get 96 each at launch, and at 112 the
 producer's 32 spill (ptxas); at 104 nothing spills and no wgmma is serialized."""
@@ -432,7 +434,8 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
     n_run = RUN_TILES if k <= RUN_MAX_K else 0
-    if k >= FOUR_CONSUMER_MIN_K and items == 1 and mt == 2 and WIDE_BLOCK <= block_m <= FOUR_CONSUMER_MAX_TOKENS:
+    if (k >= FOUR_CONSUMER_MIN_K and n >= FOUR_CONSUMER_MIN_N and items == 1 and mt == 2
+            and WIDE_BLOCK <= block_m <= FOUR_CONSUMER_MAX_TOKENS):
         stages = max_stages(block_m, mt, bk, consumers=4, consumer_regs=FOUR_CONSUMER_REGS)
         if stages >= 2:
             return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
