@@ -80,7 +80,7 @@ SCASES = [
     SCase(Case("empty_experts_short_k_tile", 8, 256, 1056, 90, 2, block_m=56, routing="sparse"), True),
     SCase(Case("one_consumer_m1", 6, 256, 256, 1, 2, block_m=40), True,
           WgmmaConfig(40, 2, 256, 3, consumers=1, silu_mul=True)),
-    # Four consumer warpgroups (gate_up's 24-40-token one-block items): EP8 at 16 rows per expert;
+    # Four consumer warpgroups (gate_up's 24-48-token one-block items): EP8 at 16 rows per expert;
     # I = 192 under an expert map (the last N tile's gate and up blocks in three warpgroups, none in
     # the fourth) with a one-group last K tile.
     SCase(Case("four_ep8_gate_up_bm32", 48, 4096, 7168, 768, 1, block_m=32), True),

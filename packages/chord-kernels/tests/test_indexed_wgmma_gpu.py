@@ -60,7 +60,7 @@ WCASES = [
     WCase(Case("edges_bk256", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 2, 256, 3)),
     WCase(Case("edges_bk128", 6, 264, 1056, 40, 2, block_m=32, weighted=True), WgmmaConfig(32, 1, 128, 4)),
     WCase(Case("edges_one_consumer", 6, 264, 1056, 40, 2, block_m=40), WgmmaConfig(40, 2, 256, 3, consumers=1)),
-    # Four consumer warpgroups of two tiles (512-channel N tiles, planned for gate_up's 24-40-token
+    # Four consumer warpgroups of two tiles (512-channel N tiles, planned for gate_up's 24-48-token
     # one-block items): the planned EP8 and TP8 gate_up; a partial last N tile whose last two
     # warpgroups hold no channels, with a one-group last K tile; an expert map, a hot expert, empty
     # experts under the dynamic schedule, M = 1.

@@ -81,14 +81,15 @@ tiles each (512-channel N tiles, two stages: the most that fit, beyond 40 tokens
 16-token passes) instead of two. Interleaved against two warpgroups, bit for bit: gate_up 1-6 %
 faster at 12-24 rows per expert (EP8) and 512-1024 tokens (TP8) in three timings of one run, 2-3 %
 in the run of session 24; the layer up to 2 % faster at TP8 512 and EP8 12 rows per expert. 16-token
-blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K stages (four or five
-of them) measured 38-66 % slower (docs/optimization.md, session 25)."""
+blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K stages (three to
+five of them) measured 38-66 % slower (docs/optimization.md, session 25)."""
 FOUR_CONSUMER_MAX_TOKENS = 48
 """The widest of those items: at 48 tokens gate_up measured -4.8 to +1.0 % (EP8 32 rows per expert),
 -2.3 to -4.7 % (TP8 1536 tokens) and the DeepEP low-latency layer at 32 rows -1.4 / -1.8 %; at 56
 EP8's gate_up was 10-14 % slower (43 rows per expert; TP8 2048 tokens -1 to +2 %)."""
 FOUR_CONSUMER_MIN_N = 512
-"""...and from this N on (measured at 512 and 4096): a narrower weight would leave warpgroups idle."""
+"""The narrowest weight (N) whose items take four warpgroups (measured at 512 and 4096): narrower
+ones would leave warpgroups without channels."""
 FOUR_CONSUMER_REGS = 104
 """Consumer registers of those configurations: 640 threads get 96 each at launch, and at 112 the
 producer's 32 spill (ptxas); at 104 nothing spills and no wgmma is serialized."""
@@ -283,9 +284,9 @@ class WgmmaConfig:
         """This configuration summing the top-k for a weight of ``n`` rows (16-byte rows: ``n`` % 8
         = 0) with room for the work-item list; None where the sum must run as a second step, among
         them items compiled at a few widths and four consumer warpgroups (their accumulators or
-        register share leave the sum no registers). Row
-        widths stay on one-block items only: the 64 x 2 items' spill next to the sum; so do runs of N
-        tiles (40-56-token blocks): the twin takes items of one N tile."""
+        register share leave the sum no registers). Row widths stay on one-block items only: the
+        64 x 2 items' spill next to the sum; so do runs of N tiles (40-56-token blocks): the twin
+        takes items of one N tile."""
         if self.silu_mul or n % 8 or self.widths or self.consumers > 2:
             return None
         base = self
