@@ -158,12 +158,11 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 160) == 8       # ep8_decode, tok_e 3.3: the decode kernel
     assert choose(pw, 1) == 8
     assert choose(pw, 400) == 16      # tok_e 8.3: still the decode kernel
-    # sm_90a profiles: the WGMMA kernel's tiles, 24 up to tok_e 14 (+ 2.5 sigma <= 24), then tok_e +
-    # 1.9 sigma (at least 32) up to 64 rows ...
+    # sm_90a profiles: the WGMMA kernel's tiles, 24 up to tok_e 16 (gate_up's items take an expert's
+    # first two blocks), then tok_e + 1.9 sigma (at least 32) up to 64 rows ...
     assert choose(pw, 48 * 10) == 24  # tok_e 10
-    assert choose(pw, 48 * 14) == 24
-    assert choose(pw, 48 * 14 + 1) == 32
-    assert choose(pw, 768) == 32      # ep8_tok16
+    assert choose(pw, 768) == 24      # ep8_tok16
+    assert choose(pw, 48 * 16 + 1) == 32
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
     assert choose(pw, 3072) == 80     # ep8_masked64
@@ -185,10 +184,10 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 192 + 1) == 64
     assert choose(pw, 16368) == 64    # ep8_tok341
     tp8 = chord_kernels.pack("indexed", *_random(384, 16, 32, seed=8), profile="h200_tp8")
-    assert choose(tp8, 768 * 8) == 24  # tok_e 16: 24-token blocks to 16 rows with many experts ...
-    assert choose(tp8, 769 * 8) == 32
+    assert choose(tp8, 816 * 8) == 24  # tok_e 17: 24-token blocks to 17 rows with many experts ...
+    assert choose(tp8, 817 * 8) == 32
     assert choose(tp8, 1024 * 8) == 32  # tp8_1024
-    assert choose(pw, 48 * 15) == 32   # ... to 14 with EP8's 48
+    assert choose(pw, 48 * 17) == 32   # ... to 16 with EP8's 48
     assert choose(tp8, 8192 * 8) == 96  # tp8_8192, tok_e 171
     assert choose(tp8, 9216 * 8) == 104  # tok_e 192
     assert choose(tp8, 9600 * 8) == 64  # tok_e 200
@@ -268,7 +267,12 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert wide_four.smem_bytes(0) < dataclasses.replace(wide_four, block_m=40).smem_bytes(0)  # 16-token passes
     assert choose_wgmma_config(4096, 7168, 56).consumers == 2
     assert choose_wgmma_config(256, 7168, 32).consumers == 2  # N = 256 would leave two warpgroups idle
-    assert choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0).consumers == 4
+    # At 24-token blocks an item takes an expert's first two blocks (the K loop at 24 and 48 tokens).
+    narrow = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0)
+    assert (narrow.consumers, narrow.items, narrow.tile, narrow.stages, narrow.widths) == (4, 2, 48, 2, ())
+    assert narrow.smem_bytes(0) + 4096 <= SMEM_LIMIT
+    assert choose_wgmma_config(512, 7168, heuristics.WIDE_BLOCK, 16.0).items == 2  # TP8's gate_up
+    assert choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, 16.0).items == 1  # the down keeps one
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=64, bk=256, weight_ring=True)  # the ring holds 256-K tiles under 128-K stages
     ring = WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True)
@@ -310,7 +314,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     seven = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK)
     assert seven.compiled_widths == (6, 7) and seven.template_args().endswith(", 96u, 224")
     # The down GEMMs take seven-block items from WIDE_SEVEN_MIN_TOK_E rows per expert, and 24-token
-    # blocks up to WIDE_MIN_TOK_E rows are one block per item on 256-K stages (the plan's
+    # blocks up to WIDE_MIN_TOK_E rows are one block per item on 256-K stages (gate_up's two; the plan's
     # configs_for lists all three, so prepare() loads them); nothing else depends on tok_e.
     down_six, down_seven = (choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK, tok_e) for tok_e in (134.0, 134.5))
     assert down_six.items == 6
@@ -323,7 +327,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert configs_for(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a") == (down_six, one, down_seven)
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 150.0) == down_seven
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
-    assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 1
+    assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 2
     # Below K = 2048 (TP8's down) the one-block 24-token items are the decode kernel's.
     decode24 = heuristics.short_k_config(7168, heuristics.WIDE_BLOCK)
     assert (decode24.block_n, decode24.ctas_per_sm, decode24.schedule) == (256, 2, "strided")

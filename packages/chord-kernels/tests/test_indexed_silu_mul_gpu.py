@@ -16,7 +16,7 @@ import chord_kernels
 from chord_kernels import reference
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, plan, routing_capacity
-from chord_kernels.indexed.wgmma import WgmmaConfig
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.jit import CudaKernel, i32
 from chord_kernels.ops import silu_and_mul
 from chord_kernels.routing import align_block_size
@@ -86,6 +86,12 @@ SCASES = [
     SCase(Case("four_ep8_gate_up_bm32", 48, 4096, 7168, 768, 1, block_m=32), True),
     SCase(Case("four_odd_blocks_expert_map", 16, 384, 4128, 200, 4, block_m=32, routing="mapped"), True,
           WgmmaConfig(32, 2, 256, 2, consumers=4, consumer_regs=104, silu_mul=True)),
+    # Items of up to two 24-token blocks (planned at 9-16 rows per expert): EP8 at 16 rows; I = 192
+    # under an expert map.
+    SCase(Case("four_pairs_ep8_gate_up_bm24", 48, 4096, 7168, 768, 1, block_m=24), True,
+          dataclasses.replace(choose_wgmma_config(4096, 7168, 24, 16.0), silu_mul=True)),
+    SCase(Case("four_pairs_odd_blocks_expert_map", 16, 384, 4128, 200, 4, block_m=24, routing="mapped"), True,
+          WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104, silu_mul=True)),
     # 16-token blocks from K = 2048 run on the WGMMA kernel (fused).
     SCase(Case("wgmma_bm16", 48, 4096, 7168, 160, 1, block_m=16), True),
     # Two steps: I not a multiple of 64, and the decode kernel's blocks.

@@ -30,9 +30,14 @@ class WCase:
 
 WCASES = [
     WCase(Case("ep8_gate_up_bm24", 48, 4096, 7168, 768, 1, block_m=24)),
-    # 24-token blocks at up to 120 rows per expert: one block per item on 256-K stages (planned at 9-16).
-    WCase(Case("ep8_gate_up_bm24_one_block", 48, 4096, 7168, 768, 1, block_m=24),
+    # 24-token blocks at up to 120 rows per expert (planned at 9-16): gate_up in items of up to two
+    # blocks on four warpgroups (an expert past 24 rows is one item), the down one block per item.
+    WCase(Case("ep8_gate_up_bm24_pairs", 48, 4096, 7168, 768, 1, block_m=24),
           choose_wgmma_config(4096, 7168, 24, 16.0)),
+    WCase(Case("tp8_gate_up_bm24_pairs", 384, 512, 7168, 6144, 8, block_m=24),
+          choose_wgmma_config(512, 7168, 24, 16.0)),
+    WCase(Case("ep8_down_bm24_one_block_weighted", 48, 7168, 2048, 768, 1, block_m=24, weighted=True),
+          choose_wgmma_config(7168, 2048, 24, 16.0)),
     WCase(Case("tp8_down_bm24_one_block_weighted", 384, 7168, 256, 512, 8, block_m=24, weighted=True),
           choose_wgmma_config(7168, 256, 24, 10.7)),
     WCase(Case("ep8_down_bm48_weighted", 48, 7168, 2048, 2064, 1, block_m=48, weighted=True)),
@@ -75,6 +80,14 @@ WCASES = [
     WCase(Case("four_empty_experts_dynamic", 8, 520, 4096, 90, 2, block_m=24, routing="sparse"),
           WgmmaConfig(24, 2, 256, 2, consumers=4, consumer_regs=104, dynamic=True)),
     WCase(Case("four_m1", 6, 512, 4096, 1, 2, block_m=32), WgmmaConfig(32, 2, 256, 2, consumers=4, consumer_regs=104)),
+    # Items of up to two 24-token blocks on four warpgroups: a hot expert (runs of two blocks and a
+    # rest), a partial last N tile with a one-group last K tile under an expert map, M = 1.
+    WCase(Case("four_pairs_hot_expert", 4, 1024, 4096, 300, 1, block_m=24, routing="hot"),
+          WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104, dynamic=True)),
+    WCase(Case("four_pairs_edges_mapped_weighted", 16, 264, 4128, 200, 4, block_m=24, routing="mapped", weighted=True),
+          WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104)),
+    WCase(Case("four_pairs_m1", 6, 512, 4096, 1, 2, block_m=24),
+          WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104)),
     # 48-token items: the epilogue in 16-token passes (planned: EP8 at 32 rows per expert; edges).
     WCase(Case("four_ep8_gate_up_bm48_tok32", 48, 4096, 7168, 48 * 32, 1, block_m=48)),
     WCase(Case("four_bm48_edges_hot_weighted", 6, 264, 4128, 300, 2, block_m=48, routing="hot", weighted=True),

@@ -179,7 +179,7 @@ def gemm(
     unspecified where SiLU-and-mul runs as a second step), the input :func:`gemm_topk_sum` loads
     block by block with ``routing_order=True``. ``tok_e``: the expected rows per local expert (the
     count :func:`choose_block_m` saw over the weight's experts), which the planner needs at 24-token
-    blocks (one block per work item up to 120 rows, the wide items beyond); the default, every slot
+    blocks (items of one block, two for gate_up, up to 120 rows; the wide items beyond); the default, every slot
     local, is exact without expert parallelism and too high with it (pass it there).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
@@ -408,8 +408,8 @@ def run_gemm(
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
     if config is None:  # the expected rows per expert may pick another config
         if tok_e is None and isinstance(route, MaskedRows) and block_m == WIDE_BLOCK:
-            raise ChordInputError("expected_m: 24-token blocks of a masked layout are one block per work item up "
-                                  "to 120 rows per group and several beyond; pass the mean rows per group")
+            raise ChordInputError("expected_m: 24-token blocks of a masked layout are items of one or two blocks "
+                                  "up to 120 rows per group and up to seven beyond; pass the mean rows per group")
         if tok_e is None:  # every slot on the weight's experts: exact without expert parallelism, else more
             tok_e = num_slots / weight.num_experts
         config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)

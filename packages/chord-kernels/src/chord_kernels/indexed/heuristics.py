@@ -72,21 +72,25 @@ costs more than its MMAs; docs/optimization.md, sessions 6-7); the MMA width fol
 steps of the compiled widths (:data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_WIDTHS`; the down
 GEMMs up to :data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_MIN_TOK_E` rows per expert take up to
 six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). Also the
-smallest tile, for 9 to :data:`NARROW_MAX_TOK_E` rows per expert, one block per work item on 256-wide K
-stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two apart by the
+smallest tile, for 9 to :data:`NARROW_MAX_TOK_E` rows per expert, one block per work item (two for
+gate_up) on 256-wide K stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two apart by the
 expected rows per expert."""
-NARROW_MAX_TOK_E = 14.0
-"""Up to here (tok_e + 2.5 sigma <= 24) the WGMMA kernel's routing block is :data:`WIDE_BLOCK`: a
-24-token wgmma costs a 16-token one, and the layer measured 1-5 % faster than at 32 under TP8 and
-EP8, 2-10 % under DeepEP low latency. Not up to the tok_e + 1.9 sigma bound (16): at 16 rows per
-expert under EP8 one or two of the 48 experts pass 24 rows in some draws, and each such second weight
-pass cost the layer 4-5 % (docs/optimization.md, session 18)."""
-NARROW_MANY_MAX_TOK_E = 16.0
-""":data:`NARROW_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts, where an expert past
-24 rows is a small part of the work: TP8's layer (384 experts) measured 5-6 % faster with 24- than
-with 32-token blocks at 14-16 rows per expert, 3 % slower at 17 (docs/optimization.md, session 19)."""
+NARROW_MAX_TOK_E = 16.0
+"""Up to here the WGMMA kernel's routing block is :data:`WIDE_BLOCK`: a 24-token wgmma costs a
+16-token one, and gate_up takes an expert's first two blocks as one item
+(:data:`~chord_kernels.indexed.wgmma.FOUR_CONSUMER_NARROW_ITEMS`), so an expert past 24 rows costs
+it no second weight pass; the down's one-block items have room in their last wave for three such
+experts of EP8's 48. The layer measured 5-7 % faster than at 32 under EP8 and DeepEP low latency at
+10-16 rows per expert (0-4 % in one DeepEP draw at 14), level at 17, 2 % slower at 18 (four experts past 24 rows: a twelfth wave of the
+down); with one-block gate_up items two experts past 24 rows cost the layer 15-18 %
+(docs/optimization.md, sessions 18 and 26)."""
+NARROW_MANY_MAX_TOK_E = 17.0
+""":data:`NARROW_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts: TP8's layer (384
+experts) measured 6-10 % faster with 24- than with 32-token blocks at 10-16 rows per expert, 4-5 % at
+17, 1-3 % at 18 (docs/optimization.md, sessions 19 and 26)."""
 MANY_EXPERTS = 256
-"""Local experts from which :data:`NARROW_MANY_MAX_TOK_E` applies (measured at 384; EP8's 48 keep 14)."""
+"""Local experts from which :data:`NARROW_MANY_MAX_TOK_E` applies (measured at 384; EP8's 48 keep
+:data:`NARROW_MAX_TOK_E`)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster

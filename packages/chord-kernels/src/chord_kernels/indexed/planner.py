@@ -214,8 +214,8 @@ def _short_k_config(n: int, k: int, block_m: int, arch: str) -> KernelConfig | N
 
 def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
     """The configuration :func:`plan` would pick knowing the expected rows per expert ``tok_e``,
-    where that differs from its default (at 24-token blocks: one block per item up to
-    ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
+    where that differs from its default (at 24-token blocks: items of one block, two for gate_up,
+    up to ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
     GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``), else None. Only 24-token blocks
     depend on it: every other block size returns None at once (``gemm`` asks on every launch)."""
     if block_m != WIDE_BLOCK or not _uses_wgmma(block_m, k, arch):

@@ -93,6 +93,14 @@ ones would leave warpgroups without channels."""
 FOUR_CONSUMER_REGS = 104
 """Consumer registers of those configurations: 640 threads get 96 each at launch, and at 112 the
 producer's 32 spill (ptxas); at 104 nothing spills and no wgmma is serialized."""
+FOUR_CONSUMER_NARROW_ITEMS = 2
+"""Blocks per item of those configurations at :data:`~chord_kernels.indexed.heuristics.WIDE_BLOCK`
+(24 tokens; the K loop at 24 and 48): an expert past 24 rows stays one item instead of a second
+weight pass, and EP8's 48 blocks of 8 N tiles (TP8's 384 of one) stay 2.9 waves on 132 SMs, where
+with one-block items two such experts under EP8 (thirteen under TP8) start a fourth wave (the layer
+10-18 % slower). The same bits; gate_up alone 5-6 % faster than one-block items even where no
+expert passes 24 rows (EP8 12-16 and TP8 10 rows per expert; 2 % slower at TP8 16 with 8 experts
+past 24), the layer 1-3 % (docs/optimization.md, session 26)."""
 
 
 RUN_MAX_K = 256
@@ -409,10 +417,11 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     64 x 2 items also compile narrower token counts (:func:`_row_widths`). 24-token blocks are the
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
-    per item on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
+    per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
     :data:`RUN_TILES` N tiles over a resident activation tile, its two consumer warpgroups in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items of 24 to :data:`FOUR_CONSUMER_MAX_TOKENS`
-    tokens run four consumer warpgroups of two tiles each.
+    tokens run four consumer warpgroups of two tiles each, at 24-token blocks in items of up to
+    :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks.
     """
     rows = 0
     if tok_e is not None:
@@ -437,10 +446,13 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     n_run = RUN_TILES if k <= RUN_MAX_K else 0
     if (k >= FOUR_CONSUMER_MIN_K and n >= FOUR_CONSUMER_MIN_N and items == 1 and mt == 2
             and WIDE_BLOCK <= block_m <= FOUR_CONSUMER_MAX_TOKENS):
-        stages = max_stages(block_m, mt, bk, consumers=4, consumer_regs=FOUR_CONSUMER_REGS)
+        items = FOUR_CONSUMER_NARROW_ITEMS if block_m == WIDE_BLOCK else 1
+        stages = max_stages(block_m, mt, bk, consumers=4, items=items, consumer_regs=FOUR_CONSUMER_REGS)
         if stages >= 2:
-            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
-                               consumer_regs=FOUR_CONSUMER_REGS, row_widths=_row_widths(block_m, items, mt, k))
+            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, items=items,
+                               dynamic=dynamic, consumer_regs=FOUR_CONSUMER_REGS,
+                               row_widths=_row_widths(block_m, items, mt, k))
+        items = 1
     stages = max_stages(block_m, mt, bk, items=items, n_run=n_run)
     if stages < 2:
         bk, n_run = 128, 0
