@@ -179,8 +179,9 @@ def gemm(
     unspecified where SiLU-and-mul runs as a second step), the input :func:`gemm_topk_sum` loads
     block by block with ``routing_order=True``. ``tok_e``: the expected rows per local expert (the
     count :func:`choose_block_m` saw over the weight's experts), which the planner needs at 24-token
-    blocks (items of one block, two for gate_up, up to 120 rows; the wide items beyond); the default, every slot
-    local, is exact without expert parallelism and too high with it (pass it there).
+    blocks (items of one block, two for gate_up, up to 120 rows; the wide items beyond); the
+    default, every slot local, is exact without expert parallelism and too high with it (pass it
+    there).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)

@@ -73,17 +73,17 @@ steps of the compiled widths (:data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_WID
 GEMMs up to :data:`~chord_kernels.indexed.wgmma.WIDE_SEVEN_MIN_TOK_E` rows per expert take up to
 six blocks, :data:`~chord_kernels.indexed.wgmma.WIDE_SHORT_K`; sessions 14 and 16). Also the
 smallest tile, for 9 to :data:`NARROW_MAX_TOK_E` rows per expert, one block per work item (two for
-gate_up) on 256-wide K stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two apart by the
-expected rows per expert."""
+gate_up) on 256-wide K stages: :func:`~chord_kernels.indexed.wgmma.choose_wgmma_config` tells the two
+apart by the expected rows per expert."""
 NARROW_MAX_TOK_E = 16.0
 """Up to here the WGMMA kernel's routing block is :data:`WIDE_BLOCK`: a 24-token wgmma costs a
 16-token one, and gate_up takes an expert's first two blocks as one item
 (:data:`~chord_kernels.indexed.wgmma.FOUR_CONSUMER_NARROW_ITEMS`), so an expert past 24 rows costs
 it no second weight pass; the down's one-block items have room in their last wave for three such
 experts of EP8's 48. The layer measured 5-7 % faster than at 32 under EP8 and DeepEP low latency at
-10-16 rows per expert (0-4 % in one DeepEP draw at 14), level at 17, 2 % slower at 18 (four experts past 24 rows: a twelfth wave of the
-down); with one-block gate_up items two experts past 24 rows cost the layer 15-18 %
-(docs/optimization.md, sessions 18 and 26)."""
+10-16 rows per expert (0-4 % in two DeepEP draws at 14), level at 17, 2 % slower at 18 (four experts
+past 24 rows: a twelfth wave of the down); with one-block gate_up items two experts past 24 rows cost
+the layer 15-18 % (docs/optimization.md, sessions 18 and 26)."""
 NARROW_MANY_MAX_TOK_E = 17.0
 """:data:`NARROW_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts: TP8's layer (384
 experts) measured 6-10 % faster with 24- than with 32-token blocks at 10-16 rows per expert, 4-5 % at

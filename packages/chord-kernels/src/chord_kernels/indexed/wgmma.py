@@ -100,7 +100,7 @@ weight pass, and EP8's 48 blocks of 8 N tiles (TP8's 384 of one) stay 2.9 waves 
 with one-block items two such experts under EP8 (thirteen under TP8) start a fourth wave (the layer
 10-18 % slower). The same bits; gate_up alone 5-6 % faster than one-block items even where no
 expert passes 24 rows (EP8 12-16 and TP8 10 rows per expert; 2 % slower at TP8 16 with 8 experts
-past 24), the layer 1-3 % (docs/optimization.md, session 26)."""
+past 24), the layer 1-3 % faster (1.5 % slower at TP8 16; docs/optimization.md, session 26)."""
 
 
 RUN_MAX_K = 256
@@ -417,8 +417,9 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     64 x 2 items also compile narrower token counts (:func:`_row_widths`). 24-token blocks are the
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
-    per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage per item) a CTA takes runs of
-    :data:`RUN_TILES` N tiles over a resident activation tile, its two consumer warpgroups in turns.
+    per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage
+    per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, its two
+    consumer warpgroups in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items of 24 to :data:`FOUR_CONSUMER_MAX_TOKENS`
     tokens run four consumer warpgroups of two tiles each, at 24-token blocks in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks.
