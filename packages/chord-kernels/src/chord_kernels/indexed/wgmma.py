@@ -98,7 +98,7 @@ FOUR_CONSUMER_NARROW_ITEMS = 2
 (24 tokens; the K loop at 24 and 48): an expert past 24 rows stays one item instead of a second
 weight pass, and EP8's 48 blocks of 8 N tiles (TP8's 384 of one) stay 2.9 waves on 132 SMs, where
 with one-block items two such experts under EP8 (thirteen under TP8) start a fourth wave (the layer
-10-18 % slower). The same bits; gate_up alone 5-6 % faster than one-block items even where no
+10-18 % slower). The same bits; gate_up alone 4-6 % faster than one-block items even where no
 expert passes 24 rows (EP8 12-16 and TP8 10 rows per expert; 2 % slower at TP8 16 with 8 experts
 past 24), the layer 1-3 % faster (1.5 % slower at TP8 16; docs/optimization.md, session 26)."""
 
@@ -447,13 +447,12 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     n_run = RUN_TILES if k <= RUN_MAX_K else 0
     if (k >= FOUR_CONSUMER_MIN_K and n >= FOUR_CONSUMER_MIN_N and items == 1 and mt == 2
             and WIDE_BLOCK <= block_m <= FOUR_CONSUMER_MAX_TOKENS):
-        items = FOUR_CONSUMER_NARROW_ITEMS if block_m == WIDE_BLOCK else 1
-        stages = max_stages(block_m, mt, bk, consumers=4, items=items, consumer_regs=FOUR_CONSUMER_REGS)
+        four_items = FOUR_CONSUMER_NARROW_ITEMS if block_m == WIDE_BLOCK else 1
+        stages = max_stages(block_m, mt, bk, consumers=4, items=four_items, consumer_regs=FOUR_CONSUMER_REGS)
         if stages >= 2:
-            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, items=items,
+            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, items=four_items,
                                dynamic=dynamic, consumer_regs=FOUR_CONSUMER_REGS,
-                               row_widths=_row_widths(block_m, items, mt, k))
-        items = 1
+                               row_widths=_row_widths(block_m, four_items, mt, k))
     stages = max_stages(block_m, mt, bk, items=items, n_run=n_run)
     if stages < 2:
         bk, n_run = 128, 0
