@@ -340,6 +340,50 @@ def test_runs_bit_identical_to_items(block_m: int, tok_e: float) -> None:
     assert torch.equal(outs[0], outs[1]), "runs changed the result"
 
 
+@pytest.mark.parametrize(("n", "k", "block_m", "silu"), [(7168, 2048, 56, False), (4096, 7168, 56, True),
+                                                      (7168, 2048, 24, False)],
+                         ids=["ep8_down_bm56", "ep8_gate_up_bm56_silu", "ep8_down_bm24"])
+def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) -> None:
+    """The planned K loop without its K bound (whole 256-K stages) gives the bits of the checked loop:
+    EP8 at 43 rows per expert under an expert map, top-k weights (down) or SiLU-and-mul fused
+    (gate_up), poisoned outputs."""
+    case = Case("whole_stages", 48, n, k, 48 * 43, 1, block_m=block_m, routing="mapped", weighted=not silu)
+    gen = torch.Generator(device="cuda").manual_seed(41 + block_m + silu)
+    packed, scales = _weights(case.experts, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    ids, global_e, expert_map = _routing(case, gen)
+    r = align_block_size(ids, block_m, global_e, expert_map)
+    a = torch.randn(case.rows, k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(case.rows, 1, generator=gen, device="cuda") if case.weighted else None
+    config = choose_wgmma_config(n, k, block_m, 43.0)
+    assert config.whole_stages
+    outs = []
+    for cfg in (config, dataclasses.replace(config, whole_stages=False)):
+        out = torch.full((case.rows, n // 2 if silu else n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=1,
+             topk_weights=tw, out=out, config=cfg, activation="silu" if silu else None)
+        outs.append(out)
+    torch.cuda.synchronize()
+    ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
+                                 block_m=block_m, top_k=1, topk_weights=tw)
+    if silu:
+        ref = reference.silu_and_mul(ref)
+    assert not outs[0].isnan().any()
+    assert _rel_err(outs[0], ref) <= REL_TOL
+    assert torch.equal(outs[0], outs[1]), "whole stages changed the result"
+
+
+def test_whole_stages_refuse_a_short_last_stage() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(43)
+    packed, scales = _weights(4, 256, 2080, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    r = align_block_size(torch.zeros(8, 1, dtype=torch.int64, device="cuda"), 56, 4)
+    a = torch.randn(8, 2080, generator=gen, device="cuda").to(torch.bfloat16)
+    with pytest.raises(ChordInputError, match="whole K stages"):
+        gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=56, top_k=1,
+             config=WgmmaConfig(56, 2, 256, 3, whole_stages=True))
+
+
 def test_runs_refuse_k_beyond_one_stage() -> None:
     gen = torch.Generator(device="cuda").manual_seed(31)
     packed, scales = _weights(4, 256, 512, gen)

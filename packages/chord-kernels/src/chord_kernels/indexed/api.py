@@ -418,6 +418,9 @@ def run_gemm(
     if isinstance(launch.config, WgmmaConfig) and launch.config.n_run and weight.k > launch.config.bk:
         raise ChordInputError(f"config: {launch.config} runs N tiles over one K stage; expected K <= "
                               f"{launch.config.bk}, got K={weight.k}")
+    if isinstance(launch.config, WgmmaConfig) and launch.config.whole_stages and weight.k % launch.config.bk:
+        raise ChordInputError(f"config: {launch.config} has whole K stages; expected K a multiple of "
+                              f"{launch.config.bk}, got K={weight.k}")
     target = out  # what the kernel writes
     if activation:
         fused = _silu_mul_twin(launch.config, weight.n)

@@ -161,7 +161,8 @@ class WgmmaConfig:
     ``n_run`` (``bk`` 256, K <= 256: one stage per item): a CTA takes runs of up to ``n_run`` N tiles
     of one item, whose activation rows stay in shared memory for the run (the stages hold weights
     only); ``pingpong`` (with ``n_run``): the two consumer warpgroups take turns on the tensor
-    cores, so that one's epilogue overlaps the other's wgmmas."""
+    cores, so that one's epilogue overlaps the other's wgmmas; ``whole_stages``: K is a multiple of
+    ``bk`` (the launch refuses another), so that the K loop checks no bound."""
 
     block_m: int
     mt: int = 1
@@ -179,6 +180,7 @@ class WgmmaConfig:
     row_widths: tuple[int, ...] = ()
     n_run: int = 0
     pingpong: bool = False
+    whole_stages: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -227,6 +229,12 @@ class WgmmaConfig:
     def tile(self) -> int:
         """Tokens of the widest work item (the activation rows of a stage)."""
         return self.block_m * self.items
+
+    @property
+    def commit_per_step(self) -> bool:
+        """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``), else per
+        K group of two steps."""
+        return self.mt * self.tile >= 128 or bool(self.row_widths) or self.consumers > 2
 
     @property
     def threads(self) -> int:
@@ -325,11 +333,12 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run else ""
+        whole = ", true" if self.whole_stages else ""
+        runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""
         regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths or runs else ""
         rows = f", {sum(1 << (w // 8 - 1) for w in self.row_widths)}u" if self.row_widths or runs else ""
         return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
-                f"{mask}u{regs}{rows}{runs}")
+                f"{mask}u{regs}{rows}{runs}{whole}")
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
@@ -435,6 +444,18 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     """:func:`choose_wgmma_config` by how many rows per expert it expects (``rows``: -1 at most
     :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`, 1 more than :data:`WIDE_SEVEN_MIN_TOK_E`,
     0 between or unknown), cached: :func:`gemm_topk_sum` asks on every call."""
+    cfg = _shape_wgmma_config(n, k, block_m, rows)
+    # Whole stages (no K bound in the K loop) where K allows them and the loop commits per K group,
+    # but for runs of N tiles (one stage per item; not measured). Interleaved against the bound
+    # checked, bit for bit (docs/optimization.md, session 29): EP8's 56-token items (43 rows per
+    # expert) 3-5 % faster, gate_up and down; the per-step loops 1-15 % slower (four consumer
+    # warpgroups 7-15 %), and some of them spill or serialize their wgmmas.
+    whole = k % cfg.bk == 0 and not cfg.commit_per_step and not cfg.n_run
+    return dataclasses.replace(cfg, whole_stages=whole)
+
+
+def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
+    """The tiles, stages and items of :func:`_choose_wgmma_config`."""
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK and rows >= 0:
         six = k <= WIDE_SHORT_K and rows == 0

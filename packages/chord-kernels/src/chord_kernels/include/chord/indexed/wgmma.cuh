@@ -64,11 +64,12 @@ namespace chord::indexed {
 // of one item: the run's activation rows are loaded once, into a resident tile the consumers read
 // for every N tile of the run, and the stages hold weights only. With kPingPong (runs only) the two
 // consumer warpgroups take turns on the tensor cores, one item each, so that one's epilogue runs
-// while the other's wgmmas do.
+// while the other's wgmmas do. kWholeStages: K is a multiple of kBK, so that every stage holds
+// kGroups groups and the K loop has no bound to check.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
-          bool kPingPong_ = false>
+          bool kPingPong_ = false, bool kWholeStages_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -85,6 +86,7 @@ struct WgmmaConfig {
   static constexpr int kNRun = kNRun_;           // N tiles per run (0: items of one N tile)
   static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
   static constexpr bool kPingPong = kPingPong_;
+  static constexpr bool kWholeStages = kWholeStages_;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
   // extra blocks' rows are padding, computed and never stored). ptxas pipelines the wgmmas of a
   // few widths up to 144 tokens; with every width up to 168 it serializes them (C7512).
@@ -141,6 +143,10 @@ struct WgmmaConfig {
   // tile and a third stage measured faster than two tiles, session 21).
   static constexpr int kStageActBytes = kResident ? 0 : kSubtiles * kActTileBytes;
   static constexpr int kResidentBytes = kResident ? kSubtiles * kActTileBytes : 0;  // a multiple of 4 KB
+  // Scale groups of stage kc of a K with kgroups groups: kGroups, but in a short last stage.
+  __device__ __forceinline__ static int stage_groups(int kc, int kgroups) {
+    return kWholeStages ? kGroups : min(kGroups, kgroups - kc * kGroups);
+  }
   // Weights of one 64-channel block: kTileRows atom rows of kWeightGroups groups.
   static constexpr int kWeightGroups = kWeightRing ? kTileGroups : kGroups;
   static constexpr int kWeightBlockBytes = kTileRows * kWeightGroups * kAtomBytes;
@@ -339,7 +345,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     for (int j = 0; j < run_tiles; ++j, ++ntile) {
       const bool first = j == 0;  // of a run: the item's slots, rows (and resident activations) are loaded
       for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
-        const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+        const int nkg = Cfg::stage_groups(kc, kgroups);
         const uint32_t full = full0 + stage * 8;
         const int k0 = kc * Cfg::kBK;
         // kTmaRows: the stage's (or the resident tile's) tensor copies, one per routing block and 64-K slice inside K.
@@ -848,7 +854,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    const int nkg = min(Cfg::kGroups, kgroups - kc * Cfg::kGroups);
+    const int nkg = Cfg::stage_groups(kc, kgroups);
     const uint8_t* weights;
     if constexpr (Cfg::kWeightRing) {
       // Stage kc reads half kc % 2 of the 256-K weight tile kc / 2 (rows of `width` atoms).
@@ -961,9 +967,10 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const uint32_t smem_base = ptx::smem_addr(smem);
   if (threadIdx.x == 0 && (ptx::dynamic_smem_bytes() < static_cast<uint32_t>(Cfg::smem_bytes(args.list_cap)) ||
-                           smem_base % 1024 != 0 || (Cfg::kResident && args.k > Cfg::kBK))) {
+                           smem_base % 1024 != 0 || (Cfg::kResident && args.k > Cfg::kBK) ||
+                           (Cfg::kWholeStages && args.k % Cfg::kBK != 0))) {
     __trap();  // the host sized shared memory for another layout, the swizzled tiles are misaligned, or
-               // runs of N tiles met a K of several stages
+               // runs of N tiles met a K of several stages, or whole stages a K that is not
   }
   const uint32_t full0 = smem_base + Cfg::kBarOffset;
   const uint32_t empty0 = full0 + Cfg::kStages * 8;
