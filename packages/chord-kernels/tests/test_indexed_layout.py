@@ -364,7 +364,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert b80.wgmma_widths == (64, 72, 80) and b80.topk_sum_twin(7168).row_widths == (64, 72)
     assert choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK).row_widths == ()  # K = 256
     # Whole K stages (no K bound in the loop) where K is a multiple of the stage and the loop commits
-    # per K group: not the per-step loops (row widths, 64 x 2 items, four warpgroups) nor runs.
+    # per K group (runs of N tiles among them): not the per-step loops (row widths, 64 x 2 items, four
+    # warpgroups).
     b56 = choose_wgmma_config(4096, 7168, 56)
     assert b56.whole_stages and not b56.commit_per_step
     assert b56.template_args().endswith(", 0u, 216, 0u, 0, false, true")
@@ -372,7 +373,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert not choose_wgmma_config(7168, 2080, 56).whole_stages  # a short last stage
     for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0), choose_wgmma_config(4096, 7168, 32)):
         assert per_step.commit_per_step and not per_step.whole_stages
-    assert not choose_wgmma_config(7168, 256, 56).whole_stages  # runs of N tiles
+    assert choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
     assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)
     assert choose_wgmma_config(7168, 2048, 56).row_widths == ()  # per-K-group commits
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):

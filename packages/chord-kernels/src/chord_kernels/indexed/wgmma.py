@@ -445,13 +445,12 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`, 1 more than :data:`WIDE_SEVEN_MIN_TOK_E`,
     0 between or unknown), cached: :func:`gemm_topk_sum` asks on every call."""
     cfg = _shape_wgmma_config(n, k, block_m, rows)
-    # Whole stages (no K bound in the K loop) where K allows them and the loop commits per K group,
-    # but for runs of N tiles (one stage per item; not measured). Interleaved against the bound
-    # checked, bit for bit (docs/optimization.md, session 29): EP8's 56-token items (43 rows per
-    # expert) 3-5 % faster, gate_up and down; the per-step loops 1-15 % slower (four consumer
-    # warpgroups 7-15 %), and some of them spill or serialize their wgmmas.
-    whole = k % cfg.bk == 0 and not cfg.commit_per_step and not cfg.n_run
-    return dataclasses.replace(cfg, whole_stages=whole)
+    # Whole stages (no K bound in the K loop) where K allows them and the loop commits per K group.
+    # Interleaved against the bound checked, bit for bit (docs/optimization.md, session 29): the
+    # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
+    # tiles), 24 level; the per-step loops 1-15 % slower (four consumer warpgroups 7-15 %), and some
+    # of them spill or serialize their wgmmas.
+    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step)
 
 
 def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
