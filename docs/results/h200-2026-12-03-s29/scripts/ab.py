@@ -9,10 +9,12 @@ own copy of this file, differing only in its cases and variants):
   whole16  whole K stages at 16-token blocks (call i)
   runs     whole K stages on TP8's down in runs of N tiles (call f)
   step     a branch before K step 1 of the per-step loops (needs ../step_branch.patch)
-  four     gate_up at 32-48-token blocks: four warpgroups (planned, old) / two with whole stages (new)"""
+  four     gate_up at 32-48-token blocks: four warpgroups (planned, old) / two with whole stages (new)
+  decode   whole K stages on the decode kernel's configurations (needs ../decode_whole.patch; call l)"""
 import dataclasses, json, math, os, sys
 
 from chord_kernels.indexed import wgmma as W, planner as P
+from chord_kernels.indexed.decode import DecodeConfig
 from chord_kernels.indexed.heuristics import choose_block_m
 
 
@@ -48,6 +50,7 @@ STUDIES = {
     "step": (ep8((12, 16, 20, 32), ("gu",)) + ep8((64, 128, 341)) + tp8((1024, 8192)), lambda c: c.commit_per_step,
              lambda c: {"old": c, "new": dataclasses.replace(c, step_branch=True)}),
     "four": (ep8((17, 20, 24, 28, 32, 36), ("gu",)) + tp8((1024, 1280, 1536)), lambda c: c.consumers == 4, two_warpgroups),
+    "decode": (ep8((1, 2, 3)) + tp8((160,)) + tp8((160, 512, 1024), "dn"), lambda c: isinstance(c, DecodeConfig), whole),
 }
 STUDY = sys.argv[1]
 CASES, WANTED, VARIANTS = STUDIES[STUDY]
@@ -62,15 +65,18 @@ class _W:  # what choose_block_m reads
 def config(case):
     name, e, n, k, slots, top_k = case
     bm = choose_block_m(_W(e), slots)
+    if STUDY == "decode":  # the planner's choice, the decode kernel's among them (capacity as vLLM sizes it)
+        return bm, (P.config_for_rows(n, k, bm, "sm_90a", slots / e)
+                    or P._choose(n, k, bm, math.ceil(slots / bm) + e, 132, "sm_90a"))
     return bm, P._rows_config(n, k, bm, slots / e)
 
 
 def variants(cfg):
-    return VARIANTS(cfg) if isinstance(cfg, W.WgmmaConfig) and WANTED(cfg) else {}
+    return VARIANTS(cfg) if isinstance(cfg, (W.WgmmaConfig, DecodeConfig)) and WANTED(cfg) else {}
 
 
 def fused(case, cfg):
-    gu = FUSED and case[0].endswith("gu") and cfg.fits_silu_mul(case[2])
+    gu = FUSED and case[0].endswith("gu") and isinstance(cfg, W.WgmmaConfig) and cfg.fits_silu_mul(case[2])
     return dataclasses.replace(cfg, silu_mul=True) if gu else cfg
 
 
@@ -112,7 +118,7 @@ for case in CASES:
     r = align_block_size(ids, bm, e)
     route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     counts = torch.bincount(ids.reshape(-1).long(), minlength=e)
-    items = int(sum(math.ceil(math.ceil(c / bm) / cfg.items) for c in counts.tolist())) * cfg.ntiles(n)
+    items = int(sum(math.ceil(math.ceil(c / bm) / getattr(cfg, "items", 1)) for c in counts.tolist())) * cfg.ntiles(n)
     silu = FUSED and gu
     fns, outs = {}, {}
     for tag, c in vs.items():
