@@ -232,8 +232,8 @@ class WgmmaConfig:
 
     @property
     def commit_per_step(self) -> bool:
-        """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``), else per
-        K group of two steps."""
+        """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``, which the
+        generated source checks against this), else per K group of two steps."""
         return self.mt * self.tile >= 128 or bool(self.row_widths) or self.consumers > 2
 
     @property
@@ -346,7 +346,7 @@ class WgmmaConfig:
         return _SOURCE.format(
             prelude=prelude(), template_args=self.template_args(), threads=self.threads,
             register_a="".join(_register_a_mma(n) for n in self.wgmma_widths),
-            smem0=self.smem_bytes(0), smem1=self.smem_bytes(1),
+            smem0=self.smem_bytes(0), smem1=self.smem_bytes(1), commit_per_step=str(self.commit_per_step).lower(),
         ) + entry
 
     def kernel(self) -> CudaKernel:
@@ -397,6 +397,8 @@ using Cfg = chord::indexed::WgmmaConfig<{template_args}>;
 static_assert(Cfg::kThreads == {threads}, "host and device thread counts differ");
 static_assert(Cfg::smem_bytes(0) == {smem0} && Cfg::smem_bytes(1) == {smem1},
               "host and device shared-memory plans differ (chord_kernels/indexed/wgmma.py smem_bytes)");
+static_assert(Cfg::kCommitPerStep == {commit_per_step},
+              "host and device commit modes differ (chord_kernels/indexed/wgmma.py commit_per_step)");
 
 """
 
