@@ -11,7 +11,12 @@ import chord_kernels
 from chord_kernels import formats, hardware
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordUnsupportedError
 from chord_kernels.indexed import heuristics
-from chord_kernels.indexed.layout import ATOM_WORDS, PROFILES, atom_positions
+from chord_kernels.indexed.layout import (
+    ATOM_WORDS,
+    PROFILES,
+    atom_positions,
+    tiles_have_small_scales,
+)
 from chord_kernels.packed import PackedWeight, available_layouts
 
 
@@ -46,6 +51,26 @@ def test_single_expert_2d_input_and_state_dict_roundtrip() -> None:
     again = PackedWeight.from_state_dict(pw.metadata(), pw.state_dict("w."), prefix="w.")
     p2, s2 = chord_kernels.unpack(again)
     assert torch.equal(p2, packed) and torch.equal(s2, scales)
+
+
+def test_small_scales_are_recorded_from_the_scales_and_the_tiles() -> None:
+    packed, scales = _random(2, 40, 96, seed=3)  # scales below 0.03
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    assert pw.small_scales and tiles_have_small_scales(pw.tensors["tiles"]) and "scales < 2^-5" in pw.describe()
+    assert not any("small" in key for key in pw.metadata())  # a property of the values, not the layout
+    assert PackedWeight.from_state_dict(pw.metadata(), pw.state_dict("w."), prefix="w.").small_scales  # read again
+    limit = torch.tensor(2.0 ** -5, dtype=torch.bfloat16)
+    below = torch.nextafter(limit, torch.tensor(0.0, dtype=torch.bfloat16))
+    for value, small in ((below, True), (-below, True), (limit, False), (-limit, False),
+                         (torch.tensor(float("nan")), False), (torch.tensor(float("inf")), False)):
+        bad = scales.clone()
+        bad[1, 39, 2] = value
+        pw = chord_kernels.pack("indexed", packed, bad, profile="h200_ep8")
+        assert pw.small_scales is small and tiles_have_small_scales(pw.tensors["tiles"]) is small
+        assert PackedWeight.from_state_dict(pw.metadata(), pw.state_dict()).small_scales is small
+        assert chord_kernels.pack("contiguous", packed, bad, profile="h200_ep8").small_scales is small
+    meta = chord_kernels.pack("indexed", packed.to("meta"), scales.to("meta"), profile="h200_ep8")
+    assert not meta.small_scales  # no values to check
 
 
 @pytest.mark.parametrize(("n16", "kg"), [(1, 1), (5, 9), (8, 16), (7, 28), (3, 8)])

@@ -106,11 +106,29 @@ def test_config_override_and_errors() -> None:
         _plan(512, 7168, 8, -1)
 
 
+def test_weights_with_small_scales_plan_the_one_fma_form() -> None:
+    small = dataclasses.replace(_weight(4096, 7168), small_scales=True)
+    for block_m in (8, 16, 24, 56, 64):
+        plain = _plan(4096, 7168, block_m, 300)
+        plan = indexed.plan(small, block_m=block_m, capacity=300, num_sms=SMS, arch="sm_90a")
+        assert not plain.config.subnormal and plan.config == dataclasses.replace(plain.config, subnormal=True)
+        assert (plan.grid, plan.smem, plan.list_cap, plan.workspace) == (plain.grid, plain.smem, plain.list_cap,
+                                                                         plain.workspace)
+        assert plan is indexed.plan(small, block_m=block_m, capacity=300, num_sms=SMS, arch="sm_90a")  # memoized
+        # An explicit configuration gets the form too; asking for it on other weights is refused.
+        assert indexed.plan(small, block_m=block_m, capacity=300, num_sms=SMS, arch="sm_90a",
+                            config=plain.config).config == plan.config
+        with pytest.raises(ChordInputError, match="exact only for scales below 2\\^-5"):
+            _plan(4096, 7168, block_m, 300, config=plan.config)
+
+
 def test_default_configs_cover_every_kimi_plan() -> None:
     configs = set(indexed.default_configs())
     assert len(configs) == len(indexed.default_configs())
     decode = set(indexed.default_configs("sm_100a"))
-    assert len(decode) == 22 and not any(isinstance(c, indexed.WgmmaConfig) for c in decode)
+    assert len(decode) == 2 * 22 and not any(isinstance(c, indexed.WgmmaConfig) for c in decode)
+    # Each with its one-fma twin, which weights whose scales are all below 2^-5 launch.
+    assert all(dataclasses.replace(c, subnormal=not c.subnormal) in configs for c in configs)
     for n, k in KIMI:
         for capacity in (1, 62, 300, 2000, 9000):
             for block_m in indexed.BLOCK_MS:
@@ -217,5 +235,5 @@ def test_gpu_facts_live_once() -> None:
 
 def test_packed_weights_plan_like_their_shape() -> None:
     packed, scales = random_quantized(3, 40, 96)
-    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
+    pw = dataclasses.replace(chord_kernels.pack("indexed", packed, scales, profile="h200_ep8"), small_scales=False)
     assert indexed.plan(pw, block_m=16, capacity=9, num_sms=SMS, arch="sm_90a") is _plan(40, 96, 16, 9)

@@ -42,6 +42,9 @@ class PackedWeight:
     tensors: dict[str, torch.Tensor]
     options: dict[str, int | str | bool] = field(default_factory=dict)
     """Layout parameters that change the bytes (tile sizes, gate/up interleave...)."""
+    small_scales: bool = False
+    """Every scale's magnitude is below 2^-5, so the kernels may dequantize with one fma per pair of
+    weights (the same bits: docs/formats.md, "Numerics"); False where unknown."""
 
     @property
     def device(self) -> torch.device:
@@ -57,7 +60,8 @@ class PackedWeight:
         return (
             f"PackedWeight(layout={self.layout} v{self.layout_version}, family={self.family}, "
             f"mode={self.mode}, profile={self.profile}, E={self.num_experts}, N={self.n}, "
-            f"K={self.k}, group={self.group_size}{', ' + opts if opts else ''})"
+            f"K={self.k}, group={self.group_size}{', ' + opts if opts else ''}"
+            f"{', scales < 2^-5' if self.small_scales else ''})"
         )
 
     def require(
@@ -85,7 +89,9 @@ class PackedWeight:
         return self
 
     def metadata(self) -> dict[str, str]:
-        """String metadata describing the packing (for safetensors headers and config.json)."""
+        """String metadata describing the packing (for safetensors headers and config.json): the
+        layout's parameters, not what the values are (``small_scales`` is read from the tensors
+        again by :meth:`from_state_dict`)."""
         fields = {
             "layout": self.layout, "family": self.family, "mode": self.mode, "profile": self.profile,
             "layout_version": str(self.layout_version), "num_experts": str(self.num_experts),
@@ -102,15 +108,19 @@ class PackedWeight:
     def from_state_dict(
         cls, metadata: dict[str, str], tensors: dict[str, torch.Tensor], prefix: str = ""
     ) -> PackedWeight:
-        """Rebuild from :meth:`metadata` and :meth:`state_dict` output."""
+        """Rebuild from :meth:`metadata` and :meth:`state_dict` output (reading the scales for
+        ``small_scales`` where the layout is registered)."""
         try:
             m = {k[len(METADATA_PREFIX):]: v for k, v in metadata.items() if k.startswith(METADATA_PREFIX)}
+            own = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            # A layout whose kernels use PackedWeight.small_scales reads it from its tensors.
+            reader = getattr(_LAYOUTS.get(m["layout"]), "small_scales", None)
             return cls(
                 layout=m["layout"], family=m["family"], mode=m["mode"], profile=m["profile"],
                 layout_version=int(m["layout_version"]), num_experts=int(m["num_experts"]),
-                n=int(m["n"]), k=int(m["k"]), group_size=int(m["group_size"]),
-                tensors={k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)},
+                n=int(m["n"]), k=int(m["k"]), group_size=int(m["group_size"]), tensors=own,
                 options=json.loads(m.get("options", "{}")),
+                small_scales=bool(reader(own)) if reader is not None else False,
             )
         except KeyError as missing:
             raise ChordInputError(

@@ -182,9 +182,11 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         per_expert = packed[0].nbytes + scales[0].nbytes
         step = max(1, PACK_CHUNK_BYTES // max(1, per_expert))
         tiles = first = None
+        small_scales = True
         for e0 in range(0, e, step):
             part = chord_kernels.pack("indexed", packed.data[e0:e0 + step], scales.data[e0:e0 + step],
                                       profile=self.profile)
+            small_scales = small_scales and part.small_scales
             if tiles is None:
                 first = part
                 tiles = torch.empty((e, *part.tensors["tiles"].shape[1:]), dtype=torch.int32,
@@ -196,7 +198,8 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         layer.register_parameter(packed_ckpt.param_name(proj), torch.nn.Parameter(tiles, requires_grad=False))
         return PackedWeight(layout=first.layout, family=first.family, mode=first.mode, profile=first.profile,
                             layout_version=first.layout_version, num_experts=e, n=first.n, k=first.k,
-                            group_size=first.group_size, tensors={"tiles": tiles}, options=first.options)
+                            group_size=first.group_size, tensors={"tiles": tiles}, options=first.options,
+                            small_scales=small_scales)
 
     def _loaded_tiles(self, layer: RoutedExperts, proj: str) -> PackedWeight:
         assert self.packed is not None

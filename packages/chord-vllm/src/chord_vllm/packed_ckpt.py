@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from chord_kernels import PackedWeight, pack, unpack
+from chord_kernels.indexed.layout import tiles_have_small_scales
 from chord_vllm._compat import PROFILE_BY_ARCH
 
 SCHEMA_VERSIONS = (1, 2)
@@ -89,10 +90,12 @@ class Projection:
     ranges: tuple[range, ...] | None = None
 
     def weight(self, tiles: torch.Tensor, *, num_experts: int, n: int, k: int, profile: str) -> PackedWeight:
-        """The :class:`PackedWeight` of this rank's ``tiles`` (``[num_experts, n, k]``)."""
+        """The :class:`PackedWeight` of this rank's ``tiles`` (``[num_experts, n, k]``; reads their
+        scales once, for ``small_scales``)."""
         return PackedWeight(layout=LAYOUT, family=LAYOUT, mode=LAYOUT, profile=profile,
                             layout_version=indexed_layout_version(), num_experts=num_experts, n=n, k=k,
-                            group_size=32, tensors={"tiles": tiles}, options=dict(self.options))
+                            group_size=32, tensors={"tiles": tiles}, options=dict(self.options),
+                            small_scales=tiles_have_small_scales(tiles))
 
 
 def read_block(block: object, where: str) -> dict[str, Projection]:

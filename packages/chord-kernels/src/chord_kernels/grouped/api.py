@@ -27,7 +27,7 @@ from chord_kernels.indexed.api import MaskedRows, Routing, check_activation, che
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
 from chord_kernels.indexed.heuristics import PREFILL_BLOCK, WGMMA_BLOCK_MS, choose_block_m
-from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, configs_for
+from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, KernelConfig, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.jit import CudaKernel
@@ -207,17 +207,18 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
 @functools.cache
 def kernels(arch: str) -> list[CudaKernel]:
     """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode and, at
-    every block size, in masked mode (with their fused SiLU-and-mul twins)."""
+    every block size, in masked mode (with their fused SiLU-and-mul and one-fma twins)."""
     wgmma = arch == WGMMA_ARCH
-    found: dict[CudaKernel, None] = {}
+    found: dict[KernelConfig, None] = {}
     for block_m in dict.fromkeys((contiguous_block_m(arch), *((16, *WGMMA_BLOCK_MS) if wgmma else ()))):
         for n, k in KIMI_SHAPES:
             for planned in configs_for(n, k, block_m, arch):
                 if not isinstance(planned, WgmmaConfig):  # the decode kernel gathers rows in every mode
-                    found[planned.kernel()] = None
+                    found[planned] = None
                     continue
                 cfg = dataclasses.replace(planned, tma_rows=True)
-                found[cfg.kernel()] = None
+                found[cfg] = None
                 if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
-                    found[dataclasses.replace(cfg, silu_mul=True).kernel()] = None
-    return list(found)
+                    found[dataclasses.replace(cfg, silu_mul=True)] = None
+    # Each with its one-fma twin, for weights whose scales are all below 2^-5.
+    return [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]

@@ -36,8 +36,10 @@ from chord_kernels.indexed.planner import (
     check_block_m,
     config_for_rows,
     configs_for,
+    plan_for_weight,
     routing_capacity,
     shape_workspace_bytes,
+    weight_config,
 )
 from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
@@ -432,6 +434,7 @@ def run_gemm(
         twin = _tma_rows_twin(launch.config)
         if twin is not launch.config:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
+    launch = plan_for_weight(launch, weight)
     a_rows = rows_descriptor(a, block_m) if isinstance(launch.config, WgmmaConfig) and launch.config.tma_rows else None
     if (routed or out_position) and not isinstance(launch.config, WgmmaConfig):
         raise ChordInputError(f"rows in routing order: the decode kernel planned for block_m={block_m} reads and "
@@ -487,10 +490,9 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
     check_activation(activation, weight, None, None)
     for planned in configs_for(weight.n, weight.k, block_m, arch):
         cfg = _tma_rows_twin(planned) if block_rows else planned
-        cfg.kernel().prepare(dev, smem=cfg.per_cta_budget())  # every plan's smem fits the budget
         fused = _silu_mul_twin(cfg, weight.n) if activation else None
-        if fused is not None:
-            fused.kernel().prepare(dev, smem=fused.per_cta_budget())
+        for launched in (weight_config(c, weight) for c in ((cfg,) if fused is None else (cfg, fused))):
+            launched.kernel().prepare(dev, smem=launched.per_cta_budget())  # every plan's smem fits the budget
     if activation:
         silu_and_mul_kernel().prepare(dev)  # where the decode kernel runs, SiLU-and-mul is a second launch
     if topk_sum:

@@ -43,6 +43,9 @@ class DecodeConfig:
     schedule: str = "strided"
     """``strided`` (CTA c takes items c, c + G, ...), ``dynamic`` (global atomic counter) or
     ``balanced`` (equal contiguous ranges of K stages, items split along K; scheduler.cuh)."""
+    subnormal: bool = False
+    """Dequantize with one fma per pair of weights (``PackedWeight.small_scales`` weights only; the
+    planner sets it from the weight)."""
 
     def __post_init__(self) -> None:
         if self.block_m not in BLOCK_MS:
@@ -110,7 +113,8 @@ class DecodeConfig:
 
     def template_args(self) -> str:
         schedule = f"chord::indexed::{SCHEDULES[self.schedule]}"
-        return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {schedule}"
+        sub = ", true" if self.subnormal else ""
+        return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {schedule}{sub}"
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""

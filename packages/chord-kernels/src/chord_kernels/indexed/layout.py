@@ -64,6 +64,24 @@ LAYOUT_VERSION = 2
 """2: natural K order inside a group (1, never released beyond this repository, permuted K)."""
 
 
+SMALL_SCALE_BITS = 0x3D00
+"""bf16 bits of 2^-5: the scales below it in magnitude allow the kernels' one-fma dequantization
+(``chord/common/dequant.cuh``, ``PackedWeight.small_scales``)."""
+
+
+def scales_are_small(scales: torch.Tensor) -> bool:
+    """Whether every bf16 in ``scales`` has a magnitude below 2^-5 (NaN and infinity do not; False
+    for meta tensors, which hold no values); a device read."""
+    if scales.device.type == "meta":
+        return False
+    return bool(((scales.contiguous().view(torch.int16) & 0x7FFF) < SMALL_SCALE_BITS).all())
+
+
+def tiles_have_small_scales(tiles: torch.Tensor) -> bool:
+    """:func:`scales_are_small` of the scales inside packed ``tiles`` (int32 ``[..., 72]`` atoms)."""
+    return scales_are_small(tiles[..., 64:].contiguous().view(torch.bfloat16))
+
+
 def atom_positions(n16: int, kg: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """Index in the packed atom sequence of atom ``(r, g)``, as int64 ``[n16, kg]``."""
     r = torch.arange(n16, device=device).unsqueeze(1)
@@ -168,7 +186,14 @@ class IndexedLayout:
             tensors={"tiles": tiles},
             options={"atom_n": ATOM_N, "atom_k": ATOM_K, "tile_n": ATOM_N * TILE_ROWS,
                      "tile_k": ATOM_K * TILE_GROUPS},
+            small_scales=scales_are_small(scales),
         )
+
+    def small_scales(self, tensors: dict[str, torch.Tensor]) -> bool:
+        """``PackedWeight.small_scales`` of packed ``tensors`` (what ``from_state_dict`` reads)."""
+        tiles = tensors.get("tiles")
+        return tiles is not None and tiles.dtype == torch.int32 and tiles.shape[-1:] == (ATOM_WORDS,) and \
+            tiles_have_small_scales(tiles)
 
     def unpack(self, weight: PackedWeight) -> tuple[torch.Tensor, torch.Tensor]:
         weight.require(family=self.family, mode=self.mode, layout_version=self.version,

@@ -134,7 +134,36 @@ def plan(
     check_block_m(block_m, arch)
     if config is None and tok_e is not None:
         config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
-    return cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+    return plan_for_weight(cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config), weight)
+
+
+def weight_config(config: KernelConfig, weight: PackedWeight) -> KernelConfig:
+    """``config`` as it runs on ``weight``: dequantizing with one fma per pair of weights
+    (``subnormal``, the same bits) where the weight's scales allow it (``PackedWeight.small_scales``);
+    a configuration asking for it on other weights is refused."""
+    if config.subnormal and not weight.small_scales:
+        raise ChordInputError(f"config: {config} dequantizes with the one-fma form, exact only for scales below "
+                              f"2^-5 in magnitude; {weight.describe()} has larger (or unchecked) scales")
+    return _subnormal_twin(config) if weight.small_scales else config
+
+
+@functools.lru_cache(maxsize=1024)
+def _subnormal_twin(config: KernelConfig) -> KernelConfig:
+    # Interleaved against the two-instruction form, the same bits: most GEMMs 2-6 % faster, none
+    # slower beyond the runs' spread (docs/optimization.md, session 30).
+    return config if config.subnormal else dataclasses.replace(config, subnormal=True)
+
+
+def plan_for_weight(launch: LaunchPlan, weight: PackedWeight) -> LaunchPlan:
+    """``launch`` with :func:`weight_config`'s configuration (its grid, shared memory and workspace
+    are the same)."""
+    config = weight_config(launch.config, weight)
+    return launch if config is launch.config else _subnormal_plan(launch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _subnormal_plan(launch: LaunchPlan) -> LaunchPlan:
+    return dataclasses.replace(launch, config=_subnormal_twin(launch.config))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -272,7 +301,7 @@ KIMI_GATE_UP = ((4096, 7168), (512, 7168))
 
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
     """Every configuration the Kimi shapes can launch at any block size, with the fused SiLU-and-mul
-    twins of the gate_up ones (what ``precompile`` builds)."""
+    twins of the gate_up ones, and the one-fma twin of each (what ``precompile`` builds)."""
     found: dict[KernelConfig, None] = {}
     wgmma_blocks = WGMMA_BLOCK_MS if arch == WGMMA_ARCH else ()
     for block_m in dict.fromkeys((*BLOCK_MS, *wgmma_blocks)):
@@ -281,7 +310,8 @@ def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
                 found[cfg] = None
                 if (n, k) in KIMI_GATE_UP and isinstance(cfg, WgmmaConfig) and cfg.fits_silu_mul(n):
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
-    return list(found)
+    # Weights whose scales are all below 2^-5 run the one-fma twins.
+    return [*found, *(_subnormal_twin(c) for c in found)]
 
 
 def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:

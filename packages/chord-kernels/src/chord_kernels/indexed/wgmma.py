@@ -181,6 +181,7 @@ class WgmmaConfig:
     n_run: int = 0
     pingpong: bool = False
     whole_stages: bool = False
+    subnormal: bool = False
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -333,12 +334,13 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        whole = ", true" if self.whole_stages else ""
+        sub = ", true" if self.subnormal else ""
+        whole = ", true" if self.whole_stages else (", false" if sub else "")
         runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""
         regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths or runs else ""
         rows = f", {sum(1 << (w // 8 - 1) for w in self.row_widths)}u" if self.row_widths or runs else ""
         return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
-                f"{mask}u{regs}{rows}{runs}{whole}")
+                f"{mask}u{regs}{rows}{runs}{whole}{sub}")
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""

@@ -76,6 +76,55 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint3
   return bf16x2_mul_by_half<kHigh>(bf16x2_minus_136(nibble_pair_to_bf16x2(word >> shift)), scales);
 }
 
+// The one-fma form, exact where every scale s is below 2^-5 in magnitude (PackedWeight.small_scales,
+// docs/formats.md): the nibble q alone, as bf16 bits, is the subnormal q * 2^-133, and one fma with
+// s * 2^133 (exact: a power-of-two multiple of s that stays finite) and -8 s (exact) gives the
+// exact (q - 8) s rounded once -- the reference's bf16(bf16(q - 8) * s), bit for bit (checked on the
+// GPU for every bf16 scale and code). One bf16x2 instruction per A register instead of two.
+// `big` and `neg8` hold s * 2^133 and -8 s of the two halves of a scale word.
+__device__ __forceinline__ void subnormal_scales(uint32_t scales, uint32_t& big, uint32_t& neg8) {
+  big = bf16x2_mul(bf16x2_mul(scales, 0x60806080u), 0x61006100u);  // x 2^66 x 2^67
+  neg8 = bf16x2_mul(scales, 0xC100C100u);                           // x -8
+}
+
+// dequant_pair in the one-fma form: the kHigh halves of `big` and `neg8` (from subnormal_scales).
+template <bool kHigh>
+__device__ __forceinline__ uint32_t dequant_pair_subnormal(uint32_t word, int shift, uint32_t big, uint32_t neg8) {
+  const uint32_t q = (word >> shift) & 0x000F000Fu;
+  uint32_t out;
+  // Half-selects that ptxas folds into the HFMA2 operands (.H0_H0 / .H1_H1), as bf16x2_mul_by_half.
+  if constexpr (kHigh) {
+    asm("{\n\t.reg .b16 bl, bh, cl, ch;\n\t.reg .b32 b, c;\n\tmov.b32 {bl, bh}, %2;\n\tmov.b32 b, {bh, bh};\n\t"
+        "mov.b32 {cl, ch}, %3;\n\tmov.b32 c, {ch, ch};\n\tfma.rn.bf16x2 %0, %1, b, c;\n\t}"
+        : "=r"(out)
+        : "r"(q), "r"(big), "r"(neg8));
+  } else {
+    asm("{\n\t.reg .b16 bl, bh, cl, ch;\n\t.reg .b32 b, c;\n\tmov.b32 {bl, bh}, %2;\n\tmov.b32 b, {bl, bl};\n\t"
+        "mov.b32 {cl, ch}, %3;\n\tmov.b32 c, {cl, cl};\n\tfma.rn.bf16x2 %0, %1, b, c;\n\t}"
+        : "=r"(out)
+        : "r"(q), "r"(big), "r"(neg8));
+  }
+  return out;
+}
+
+// A K group's scale registers of one 64-channel tile or atom row from its scale word: the word
+// itself (x), or with kSubnormal its (s * 2^133, -8 s) (x, y); then scaled_pair dequantizes with them.
+template <bool kSubnormal>
+__device__ __forceinline__ uint2 group_scales(uint32_t word) {
+  uint2 sc{word, 0u};
+  if constexpr (kSubnormal) subnormal_scales(word, sc.x, sc.y);
+  return sc;
+}
+
+template <bool kSubnormal, bool kHigh>
+__device__ __forceinline__ uint32_t scaled_pair(uint32_t word, int shift, uint2 sc) {
+  if constexpr (kSubnormal) {
+    return dequant_pair_subnormal<kHigh>(word, shift, sc.x, sc.y);
+  } else {
+    return dequant_pair<kHigh>(word, shift, sc.x);
+  }
+}
+
 __device__ __forceinline__ uint32_t broadcast_bf16(uint16_t bits) {
   return static_cast<uint32_t>(bits) * 0x00010001u;
 }
