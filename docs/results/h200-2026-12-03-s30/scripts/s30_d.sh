@@ -1,0 +1,7 @@
+set -x
+tar -C .dev -xJf .dev/cache30b.tar.xz
+export CHORD_CACHE_DIR=$(pwd)/.dev/cache30b
+source .dev/env.sh
+timeout 220 python3 -m chord_bench.layer --rounds 9 --scenarios tp8_decode160 tp8_1024 ep8_tok12 ep8_tok43 ep8_masked8 ep8_masked16 ep8_masked32 --out $OUT/layer 2>&1 | tail -12
+timeout 170 python3 -m chord_bench --quick --scenarios ep8_tok128 ep8_tok341 tp8_8192 --impls chord-indexed --peer humming-kernels --no-plot --max-minutes 3 --out $OUT/gemm_prefill 2>&1 | tail -6
+timeout 150 python3 -m chord_bench --quick --scenarios ep8_contig128 ep8_contig256 ep8_masked64 --impls chord-grouped --peer humming-kernels --no-plot --max-minutes 3 --out $OUT/grouped_b 2>&1 | tail -6
