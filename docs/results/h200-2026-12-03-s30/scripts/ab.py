@@ -10,7 +10,12 @@ own copy of this file, differing only in its cases and variants):
   runs     whole K stages on TP8's down in runs of N tiles (call f)
   step     a branch before K step 1 of the per-step loops (needs ../step_branch.patch)
   four     gate_up at 32-48-token blocks: four warpgroups (planned, old) / two with whole stages (new)
-  decode   whole K stages on the decode kernel's configurations (needs ../decode_whole.patch; call l)"""
+  decode   whole K stages on the decode kernel's configurations (needs ../decode_whole.patch; call l)
+Session 30 (scripts/ab.py here):
+  sub      the one-fma dequantization against the two-instruction form, WGMMA configurations (calls a)
+  subdec   the same on the decode kernel's configurations and a few WGMMA ones (call b)
+  imad     right shifts as IMAD.HI in the one-fma form (needs ../imad_shift.patch; call e)
+  four2    four consumer warpgroups against two, both in the one-fma form (call f)"""
 import dataclasses, json, math, os, sys
 
 from chord_kernels.indexed import wgmma as W, planner as P
@@ -42,6 +47,20 @@ STUDIES = {
     "sub": (ep8((8, 12, 16, 24, 32, 43, 64, 128, 341)) + tp8((512, 1024, 2048, 8192)) + tp8((1024, 2048, 8192), "dn"),
             lambda c: isinstance(c, W.WgmmaConfig),
             lambda c: {"old": c, "new": dataclasses.replace(c, subnormal=True)}),
+    # with the one-fma form: four consumer warpgroups of two tiles against the planned two (downs at 24-56
+    # tokens, gate_up at 56), and two with whole stages against the planned four (gate_up at 24-48)
+    "four2": (ep8((12, 16, 24, 32, 43), ("dn",)) + ep8((43,), ("gu",)) + tp8((2048,)) + ep8((16, 24, 32), ("gu",))
+              + tp8((1024,)), lambda c: isinstance(c, W.WgmmaConfig) and c.items == 1 or c.consumers == 4,
+              lambda c: {"old": dataclasses.replace(c, subnormal=True),
+                         "new": dataclasses.replace(two_warpgroups(c)["new"] if c.consumers == 4 else W.WgmmaConfig(
+                             block_m=c.block_m, mt=2, bk=256, stages=2, consumers=4, items=1, dynamic=True,
+                             consumer_regs=104), subnormal=True)}),
+    # the one-fma form with some right shifts as IMAD.HI (FMA pipe) instead of SHF (ALU)
+    "imad": (ep8((2, 3, 8, 12, 16, 24, 32, 43, 64)) + tp8((160, 512, 1024)) + tp8((512,), "dn") + ep8((341,), ("dn",)),
+             lambda c: True,
+             lambda c: {"old": dataclasses.replace(c, subnormal=True),
+                        **{t: dataclasses.replace(c, subnormal=True, imad_shifts=m)
+                           for t, m in (("i8", 256), ("i12", 4096), ("i4_8", 272))}}),
     # the decode kernel's configurations (and a few WGMMA ones again, on the final code)
     "subdec": (ep8((1, 2, 3)) + tp8((160, 320)) + tp8((160, 512, 1024), "dn") + ep8((16, 43)) + tp8((1024,)),
                lambda c: True, lambda c: {"old": c, "new": dataclasses.replace(c, subnormal=True)}),
@@ -71,7 +90,7 @@ class _W:  # what choose_block_m reads
 def config(case):
     name, e, n, k, slots, top_k = case
     bm = choose_block_m(_W(e), slots)
-    if STUDY in ("decode", "subdec"):  # the planner's choice, the decode kernel's among them (capacity as vLLM sizes it)
+    if STUDY in ("decode", "subdec", "imad"):  # the planner's choice, the decode kernel's among them (capacity as vLLM sizes it)
         return bm, (P.config_for_rows(n, k, bm, "sm_90a", slots / e)
                     or P._choose(n, k, bm, math.ceil(slots / bm) + e, 132, "sm_90a"))
     return bm, P._rows_config(n, k, bm, slots / e)
