@@ -104,6 +104,7 @@ def test_source_checkpoint_loads_packs_and_serves(ckpt, name, rank) -> None:
     assert torch.equal(layer.w2_weight.data, chord_kernels.pack("indexed", *w2, profile=method.profile).tensors["tiles"])
     assert (method.w13.n, method.w13.k, method.w2.n, method.w2.k) == (w13[0].shape[1], H, H, w2[0].shape[2] * 8)
     assert all(torch.equal(a, b) for a, b in zip(chord_kernels.unpack(method.w13), w13, strict=True))
+    assert method.w13.small_scales == want13.small_scales and method.w2.small_scales  # packed in chunks, then joined
     _check_apply(layer, w13, w2, expert_map)
 
 
@@ -119,6 +120,7 @@ def test_chord_packed_checkpoint_loads_through_the_name_mapper(ckpt, name, rank)
     assert torch.equal(layer.chord_w13_tiles.data, chord_kernels.pack("indexed", *w13, profile="h200_ep8").tensors["tiles"])
     assert torch.equal(layer.chord_w2_tiles.data, chord_kernels.pack("indexed", *w2, profile="h200_ep8").tensors["tiles"])
     assert method.w13.profile == method.profile  # relabelled for this deployment
+    assert method.w13.small_scales and method.w2.small_scales  # read from the loaded tiles
     _check_apply(layer, w13, w2, expert_map)
 
 
@@ -225,6 +227,16 @@ def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
     layer, _ = _loaded(ckpt, "src")
     assert any("Chord serves the routed experts of model.layers.1.mlp.experts (8 local experts, profile "
                "h200_tp8, ChordIndexedExperts, chord reference (PyTorch))" in m for m in _process_logged(layer, caplog))
+
+
+def test_process_logs_projections_without_small_scales(ckpt, caplog) -> None:
+    layer, _ = _loaded(ckpt, "src")
+    assert (layer.w13_weight_scale.data.abs() < 2.0 ** -5).all()
+    layer.w2_weight_scale.data[0, 0, 0] = 0.25  # one group past 2^-5: the two-instruction form for w2
+    logged = _process_logged(layer, caplog)
+    assert layer.quant_method.w13.small_scales and not layer.quant_method.w2.small_scales
+    assert any("model.layers.1.mlp.experts w2 has a scale of 2^-5 or more" in m for m in logged)
+    assert not any("w13 has a scale" in m for m in logged)
 
 
 # --- chord-pack checkpoints in expert ranges (schema 2) --------------------------------------

@@ -164,6 +164,11 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
                                        f"({self.w13.num_experts} local experts, profile {self.profile}, "
                                        f"{type(experts).__name__}, {experts.backend.name}); further "
                                        "layers are not logged")
+        for proj, weight in (("w13", self.w13), ("w2", self.w2)):
+            if not weight.small_scales:  # the kernels' one-fma dequantization needs every scale below 2^-5
+                _compat.log_once(logging.INFO, f"Chord: {self.prefix} {proj} has a scale of 2^-5 or more (or an "
+                                               "unreadable one); its GEMMs dequantize with the two-instruction "
+                                               "form, a few per cent slower (docs/formats.md)")
 
     def _experts(self, prepare_finalize: mk.FusedMoEPrepareAndFinalize) -> ChordBatchedExperts | ChordIndexedExperts:
         """The experts for the activation format of vLLM's prepare/finalize."""
