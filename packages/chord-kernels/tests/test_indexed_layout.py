@@ -11,6 +11,7 @@ import chord_kernels
 from chord_kernels import formats, hardware
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordUnsupportedError
 from chord_kernels.indexed import heuristics
+from chord_kernels.indexed import layout as indexed_layout
 from chord_kernels.indexed.layout import (
     ATOM_WORDS,
     PROFILES,
@@ -53,7 +54,8 @@ def test_single_expert_2d_input_and_state_dict_roundtrip() -> None:
     assert torch.equal(p2, packed) and torch.equal(s2, scales)
 
 
-def test_small_scales_are_recorded_from_the_scales_and_the_tiles() -> None:
+def test_small_scales_are_recorded_from_the_scales_and_the_tiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexed_layout, "SCALE_READ_ATOMS", 7)  # the tiles' scales read in several pieces
     packed, scales = _random(2, 40, 96, seed=3)  # scales below 0.03
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     assert pw.small_scales and tiles_have_small_scales(pw.tensors["tiles"]) and "scales < 2^-5" in pw.describe()

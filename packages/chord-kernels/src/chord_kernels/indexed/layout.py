@@ -77,9 +77,17 @@ def scales_are_small(scales: torch.Tensor) -> bool:
     return bool(((scales.contiguous().view(torch.int16) & 0x7FFF) < SMALL_SCALE_BITS).all())
 
 
+SCALE_READ_ATOMS = 1 << 22
+"""Atoms whose scales :func:`tiles_have_small_scales` reads at a time (32 MB of scale words): a
+whole projection's copy would be hundreds of MB next to the tiles."""
+
+
 def tiles_have_small_scales(tiles: torch.Tensor) -> bool:
-    """:func:`scales_are_small` of the scales inside packed ``tiles`` (int32 ``[..., 72]`` atoms)."""
-    return scales_are_small(tiles[..., 64:].contiguous().view(torch.bfloat16))
+    """:func:`scales_are_small` of the scales inside packed ``tiles`` (int32 ``[..., 72]`` atoms),
+    read :data:`SCALE_READ_ATOMS` atoms at a time."""
+    atoms = tiles.reshape(-1, ATOM_WORDS)
+    return all(scales_are_small(atoms[i:i + SCALE_READ_ATOMS, 64:].contiguous().view(torch.bfloat16))
+               for i in range(0, atoms.shape[0], SCALE_READ_ATOMS))
 
 
 def atom_positions(n16: int, kg: int, device: torch.device | str = "cpu") -> torch.Tensor:
