@@ -401,6 +401,14 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0), choose_wgmma_config(4096, 7168, 32)):
         assert per_step.commit_per_step and not per_step.whole_stages
     assert choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
+    # The one-fma form reads the nibble pairs at bit 4 in place except on the one-block items with row
+    # widths (not runs), which shift every pair first (docs/optimization.md, session 32).
+    runs72 = choose_wgmma_config(7168, 256, 72)
+    assert b80.shift_pairs and choose_wgmma_config(4096, 7168, 96).shift_pairs
+    assert not any(c.shift_pairs for c in (prefill, b56, runs72, choose_wgmma_config(4096, 7168, 24, 16.0)))
+    assert dataclasses.replace(b80, subnormal=True).template_args().endswith(", 384u, 0, false, false, true, true")
+    assert dataclasses.replace(b56, subnormal=True).template_args().endswith(", 0u, 0, false, true, true")
+    assert dataclasses.replace(b56, shift_pairs=True).source() == b56.source()  # no form to choose
     assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)
     assert choose_wgmma_config(7168, 2048, 56).row_widths == ()  # per-K-group commits
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):

@@ -1,5 +1,6 @@
 """The one-fma dequantization (``PackedWeight.small_scales``: every scale below 2^-5) on an H200: the
-bits of the two-instruction form for every kind of K loop of both kernels, the fused epilogues, the
+bits of the two-instruction form for every kind of K loop of both kernels (the nibble pairs at bit 4
+read in place, or shifted first where the planner keeps that), the fused epilogues, the
 grouped modes and the whole layer; weights with a larger scale keep the two-instruction form."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ CASES = [
     (Case("one_block_bm24_down_whole_stages", 48, 7168, 2048, 768, 1, block_m=24, routing="mapped", weighted=True),
      16.0, None),
     (Case("bm56_down_whole_stages", 48, 7168, 2048, 48 * 43, 1, block_m=56, weighted=True), None, None),
+    (Case("shifted_pairs_bm80_row_widths_gate_up", 48, 4096, 7168, 48 * 64, 1, block_m=80), None, "silu"),
     (Case("items2_bm64_row_widths_gate_up", 48, 4096, 7168, 48 * 100, 1, block_m=64), None, "silu"),
     (Case("wide_bm24_ring_gate_up", 48, 4096, 7168, 6144, 1, block_m=24), 128.0, None),
     (Case("runs_bm96_tp8_down", 384, 7168, 256, 4096, 8, block_m=96, routing="hot", weighted=True), None, None),
@@ -50,6 +52,8 @@ def test_one_fma_form_gives_the_same_bits(case: Case, tok_e: float | None, activ
     capacity = routing_capacity(r.sorted_token_ids, r.expert_ids, case.block_m)
     planned = [plan(w, block_m=case.block_m, capacity=capacity, tok_e=tok_e).config for w in (small, plain)]
     assert planned[0] == dataclasses.replace(planned[1], subnormal=True) and not planned[1].subnormal
+    # The one-fma form's pairs at bit 4 in place, or shifted first on the one-block items with row widths.
+    assert getattr(planned[0], "shift_pairs", False) == case.name.startswith("shifted_pairs")
     a = torch.randn(case.rows, case.k, generator=gen, device="cuda").to(torch.bfloat16)
     tw = torch.rand(case.rows, case.top_k, generator=gen, device="cuda") if case.weighted else None
     n_out = case.n // 2 if activation else case.n

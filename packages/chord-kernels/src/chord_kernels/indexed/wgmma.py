@@ -182,6 +182,11 @@ class WgmmaConfig:
     pingpong: bool = False
     whole_stages: bool = False
     subnormal: bool = False
+    """Dequantize with one fma per pair of weights (``PackedWeight.small_scales`` weights only; the
+    planner sets it from the weight), the pairs at bit 4 read in place unless ``shift_pairs``."""
+    shift_pairs: bool = False
+    """With ``subnormal``: shift every nibble pair to bit 0 first (three shifts per code word instead
+    of one; the per-step loops of the one-block items with row widths are faster so)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -334,7 +339,7 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        sub = ", true" if self.subnormal else ""
+        sub = (", true, true" if self.shift_pairs else ", true") if self.subnormal else ""
         whole = ", true" if self.whole_stages else (", false" if sub else "")
         runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""
         regs = f", {self.consumer_regs}" if self.consumer_regs != 216 or self.row_widths or runs else ""
@@ -454,7 +459,11 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
     # tiles), 24 level; the per-step loops 1-15 % slower (four consumer warpgroups 7-15 %), and some
     # of them spill or serialize their wgmmas.
-    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step)
+    # The one-fma form's pairs at bit 4 in place, except on the one-block items with row widths (the
+    # 72-104-token blocks outside TP8's down): there the per-step loop is 1-5 % slower so, elsewhere
+    # it is 1-8 % faster (docs/optimization.md, session 32).
+    shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run
+    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs)
 
 
 def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:

@@ -81,48 +81,66 @@ __device__ __forceinline__ uint32_t dequant_pair(uint32_t word, int shift, uint3
 // s * 2^133 (exact: a power-of-two multiple of s that stays finite) and -8 s (exact) gives the
 // exact (q - 8) s rounded once -- the reference's bf16(bf16(q - 8) * s), bit for bit (checked on the
 // GPU for every bf16 scale and code). One bf16x2 instruction per A register instead of two.
-// `big` and `neg8` hold s * 2^133 and -8 s of the two halves of a scale word.
-__device__ __forceinline__ void subnormal_scales(uint32_t scales, uint32_t& big, uint32_t& neg8) {
-  big = bf16x2_mul(bf16x2_mul(scales, 0x60806080u), 0x61006100u);  // x 2^66 x 2^67
-  neg8 = bf16x2_mul(scales, 0xC100C100u);                           // x -8
+// Bits 4-7 of a bf16 are as linear (bit 7, the exponent's lowest, continues the subnormal range:
+// q << 4 is q * 2^-129 for every q), so a pair at bits 4 and 20 of a word needs no shift when it
+// meets s * 2^129: one shift per code word (by 8, for the upper two pairs) instead of three.
+//
+// How a kernel dequantizes (its Cfg::kDequant): kSubMul, the two-instruction form (any scale);
+// kFmaInPlace, the one-fma form with the pairs at bit 4 read in place; kFmaShifted, the one-fma
+// form with every pair shifted to bit 0 (the per-step loops of the widest one-block items keep it:
+// docs/optimization.md, session 32).
+enum class Dequant { kSubMul, kFmaShifted, kFmaInPlace };
+
+// The scale registers of one K group of a tile or atom row (row g's scale in the low half, row
+// g + 8's in the high half): the scale word itself (s), or in the one-fma forms s * 2^133 (s),
+// -8 s (neg8) and, in place, s * 2^129 (s4).
+struct GroupScales {
+  uint32_t s;
+  uint32_t neg8;
+  uint32_t s4;
+};
+
+template <Dequant kForm>
+__device__ __forceinline__ GroupScales group_scales(uint32_t word) {
+  if constexpr (kForm == Dequant::kSubMul) {
+    return {word, 0u, 0u};
+  } else {
+    const uint32_t s66 = bf16x2_mul(word, 0x60806080u);  // x 2^66
+    return {bf16x2_mul(s66, 0x61006100u),                // x 2^67
+            bf16x2_mul(word, 0xC100C100u),               // x -8
+            kForm == Dequant::kFmaInPlace ? bf16x2_mul(s66, 0x5F005F00u) : 0u};  // x 2^63
+  }
 }
 
-// dequant_pair in the one-fma form: the kHigh halves of `big` and `neg8` (from subnormal_scales).
+// fma(q, b, c) of bf16x2 q with the kHigh halves of b and c broadcast (half-selects that ptxas folds
+// into the HFMA2 operands, .H0_H0 / .H1_H1, as bf16x2_mul_by_half).
 template <bool kHigh>
-__device__ __forceinline__ uint32_t dequant_pair_subnormal(uint32_t word, int shift, uint32_t big, uint32_t neg8) {
-  const uint32_t q = (word >> shift) & 0x000F000Fu;
+__device__ __forceinline__ uint32_t fma_by_half(uint32_t q, uint32_t b, uint32_t c) {
   uint32_t out;
-  // Half-selects that ptxas folds into the HFMA2 operands (.H0_H0 / .H1_H1), as bf16x2_mul_by_half.
   if constexpr (kHigh) {
     asm("{\n\t.reg .b16 bl, bh, cl, ch;\n\t.reg .b32 b, c;\n\tmov.b32 {bl, bh}, %2;\n\tmov.b32 b, {bh, bh};\n\t"
         "mov.b32 {cl, ch}, %3;\n\tmov.b32 c, {ch, ch};\n\tfma.rn.bf16x2 %0, %1, b, c;\n\t}"
         : "=r"(out)
-        : "r"(q), "r"(big), "r"(neg8));
+        : "r"(q), "r"(b), "r"(c));
   } else {
     asm("{\n\t.reg .b16 bl, bh, cl, ch;\n\t.reg .b32 b, c;\n\tmov.b32 {bl, bh}, %2;\n\tmov.b32 b, {bl, bl};\n\t"
         "mov.b32 {cl, ch}, %3;\n\tmov.b32 c, {cl, cl};\n\tfma.rn.bf16x2 %0, %1, b, c;\n\t}"
         : "=r"(out)
-        : "r"(q), "r"(big), "r"(neg8));
+        : "r"(q), "r"(b), "r"(c));
   }
   return out;
 }
 
-// A K group's scale registers of one 64-channel tile or atom row from its scale word: the word
-// itself (x), or with kSubnormal its (s * 2^133, -8 s) (x, y); then scaled_pair dequantizes with them.
-template <bool kSubnormal>
-__device__ __forceinline__ uint2 group_scales(uint32_t word) {
-  uint2 sc{word, 0u};
-  if constexpr (kSubnormal) subnormal_scales(word, sc.x, sc.y);
-  return sc;
-}
-
-template <bool kSubnormal, bool kHigh>
-__device__ __forceinline__ uint32_t scaled_pair(uint32_t word, int shift, uint2 sc) {
-  if constexpr (kSubnormal) {
-    return dequant_pair_subnormal<kHigh>(word, shift, sc.x, sc.y);
-  } else {
-    return dequant_pair<kHigh>(word, shift, sc.x);
+// One A-fragment register in form kForm: the nibble pair at bit `shift` (0, 4, 8 or 12) of `word`
+// (a lane's code word of row g or g + 8) dequantized with the kHigh halves of sc (from group_scales).
+template <Dequant kForm, bool kHigh>
+__device__ __forceinline__ uint32_t scaled_pair(uint32_t word, int shift, const GroupScales& sc) {
+  if constexpr (kForm == Dequant::kSubMul) {
+    return dequant_pair<kHigh>(word, shift, sc.s);
+  } else if constexpr (kForm == Dequant::kFmaInPlace) {
+    if (shift & 4) return fma_by_half<kHigh>((word >> (shift & 8)) & 0x00F000F0u, sc.s4, sc.neg8);
   }
+  return fma_by_half<kHigh>((word >> shift) & 0x000F000Fu, sc.s, sc.neg8);
 }
 
 __device__ __forceinline__ uint32_t broadcast_bf16(uint16_t bits) {

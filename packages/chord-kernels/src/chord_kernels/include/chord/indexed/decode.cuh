@@ -223,7 +223,7 @@ template <class Cfg>
 struct GroupOperands {
   uint4 b[Cfg::kNT];
   uint2 w[Cfg::kMT];
-  uint2 sc[Cfg::kMT];  // group_scales
+  GroupScales sc[Cfg::kMT];  // group_scales
 };
 
 template <class Cfg, bool kFull>
@@ -246,7 +246,7 @@ __device__ __forceinline__ void load_group(GroupOperands<Cfg>& op, int kg, const
     const uint8_t* atom =
         wrow[mt] + (run_rows[mt] * kt * kTileGroups + row_in_tile[mt] * width + kg % kTileGroups) * kAtomBytes;
     op.w[mt] = *reinterpret_cast<const uint2*>(atom + lane * 8);
-    op.sc[mt] = group_scales<Cfg::kSubnormal>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
+    op.sc[mt] = group_scales<Cfg::kDequant>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
   }
 }
 
@@ -257,10 +257,10 @@ __device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][C
   for (int mt = 0; mt < Cfg::kMT; ++mt) {
 #pragma unroll
     for (int ks = 0; ks < 2; ++ks) {
-      const uint32_t a0 = scaled_pair<Cfg::kSubnormal, false>(op.w[mt].x, 8 * ks, op.sc[mt]);  // row g: s_g
-      const uint32_t a2 = scaled_pair<Cfg::kSubnormal, false>(op.w[mt].x, 8 * ks + 4, op.sc[mt]);
-      const uint32_t a1 = scaled_pair<Cfg::kSubnormal, true>(op.w[mt].y, 8 * ks, op.sc[mt]);  // row g + 8: s_g+8
-      const uint32_t a3 = scaled_pair<Cfg::kSubnormal, true>(op.w[mt].y, 8 * ks + 4, op.sc[mt]);
+      const uint32_t a0 = scaled_pair<Cfg::kDequant, false>(op.w[mt].x, 8 * ks, op.sc[mt]);  // row g: s_g
+      const uint32_t a2 = scaled_pair<Cfg::kDequant, false>(op.w[mt].x, 8 * ks + 4, op.sc[mt]);
+      const uint32_t a1 = scaled_pair<Cfg::kDequant, true>(op.w[mt].y, 8 * ks, op.sc[mt]);  // row g + 8: s_g+8
+      const uint32_t a3 = scaled_pair<Cfg::kDequant, true>(op.w[mt].y, 8 * ks + 4, op.sc[mt]);
 #pragma unroll
       for (int j = 0; j < Cfg::kNT; ++j) {
         mma::m16n8k16_bf16(acc[chain][mt][j], a0, a1, a2, a3, ks ? op.b[j].z : op.b[j].x,

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "chord/common/dequant.cuh"
 #include "chord/indexed/contract.cuh"
 
 namespace chord::indexed {
@@ -17,7 +18,8 @@ enum Schedule : int { kStrided = 0, kDynamicCounter = 1, kBalanced = 2 };
 // kWarps consumer warps, each owning kMT 16-channel atoms of the CTA's N tile (BN = 16 kWarps kMT);
 // kBM tokens per routing block (a multiple of 8: kBM / 8 mma N tiles); kBK input channels per
 // pipeline stage; kStages stages in the shared-memory ring; kSchedule a Schedule; kSubnormal: every
-// scale is below 2^-5 in magnitude, so the warps dequantize with one fma per A register (dequant.cuh).
+// scale is below 2^-5 in magnitude, so the warps dequantize with one fma per A register (dequant.cuh,
+// the pairs at bit 4 in place).
 template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, int kSchedule_, bool kSubnormal_ = false>
 struct DecodeConfig {
   static constexpr int kWarps = kWarps_;
@@ -26,7 +28,7 @@ struct DecodeConfig {
   static constexpr int kBK = kBK_;
   static constexpr int kStages = kStages_;
   static constexpr int kSchedule = kSchedule_;
-  static constexpr bool kSubnormal = kSubnormal_;
+  static constexpr Dequant kDequant = kSubnormal_ ? Dequant::kFmaInPlace : Dequant::kSubMul;
   static constexpr bool kDynamic = kSchedule_ == kDynamicCounter;
   static constexpr bool kBalancedSchedule = kSchedule_ == kBalanced;
 

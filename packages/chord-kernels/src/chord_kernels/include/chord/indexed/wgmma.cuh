@@ -66,11 +66,12 @@ namespace chord::indexed {
 // consumer warpgroups take turns on the tensor cores, one item each, so that one's epilogue runs
 // while the other's wgmmas do. kWholeStages: K is a multiple of kBK, so that every stage holds
 // kGroups groups and the K loop has no bound to check. kSubnormal: every scale is below 2^-5 in
-// magnitude, so the consumers dequantize with one fma per A register (dequant.cuh).
+// magnitude, so the consumers dequantize with one fma per A register (dequant.cuh), with the pairs at
+// bit 4 in place unless kShiftPairs.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
-          bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false>
+          bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -88,7 +89,8 @@ struct WgmmaConfig {
   static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kWholeStages = kWholeStages_;
-  static constexpr bool kSubnormal = kSubnormal_;
+  static constexpr Dequant kDequant =
+      !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
   // extra blocks' rows are padding, computed and never stored). ptxas pipelines the wgmmas of a
   // few widths up to 144 tokens; with every width up to 168 it serializes them (C7512).
@@ -566,22 +568,22 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
 
 // The A fragment of K step ks (16 K) of one K group of one 64-channel tile, from the group's packed
 // words w (this lane's 16 nibbles) and scales sc: four registers (mma.m16n8k16 order: row g, row
-// g + 8, row g k+8, row g + 8 k+8); with kSubnormal in the one-fma form (sc from group_scales).
-template <int ks, bool kSubnormal>
-__device__ __forceinline__ void dequant_step(uint32_t (&a)[4], uint2 w, uint2 sc) {
-  a[0] = scaled_pair<kSubnormal, false>(w.x, 8 * ks, sc);
-  a[1] = scaled_pair<kSubnormal, true>(w.y, 8 * ks, sc);
-  a[2] = scaled_pair<kSubnormal, false>(w.x, 8 * ks + 4, sc);
-  a[3] = scaled_pair<kSubnormal, true>(w.y, 8 * ks + 4, sc);
+// g + 8, row g k+8, row g + 8 k+8) in form kForm (sc from group_scales).
+template <int ks, Dequant kForm>
+__device__ __forceinline__ void dequant_step(uint32_t (&a)[4], uint2 w, const GroupScales& sc) {
+  a[0] = scaled_pair<kForm, false>(w.x, 8 * ks, sc);
+  a[1] = scaled_pair<kForm, true>(w.y, 8 * ks, sc);
+  a[2] = scaled_pair<kForm, false>(w.x, 8 * ks + 4, sc);
+  a[3] = scaled_pair<kForm, true>(w.y, 8 * ks + 4, sc);
 }
 
 // The A fragments of one K group (32 K) of one 64-channel tile: K steps 0 and 1.
-template <bool kSubnormal>
+template <Dequant kForm>
 __device__ __forceinline__ void dequant_group(uint32_t (&a)[8], const uint8_t* atom, int lane) {
   const uint2 w = *reinterpret_cast<const uint2*>(atom + lane * 8);
-  const uint2 sc = group_scales<kSubnormal>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
-  dequant_step<0, kSubnormal>(*reinterpret_cast<uint32_t(*)[4]>(&a[0]), w, sc);
-  dequant_step<1, kSubnormal>(*reinterpret_cast<uint32_t(*)[4]>(&a[4]), w, sc);
+  const GroupScales sc = group_scales<kForm>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
+  dequant_step<0, kForm>(*reinterpret_cast<uint32_t(*)[4]>(&a[0]), w, sc);
+  dequant_step<1, kForm>(*reinterpret_cast<uint32_t(*)[4]>(&a[4]), w, sc);
 }
 
 // The registers of a consumer warpgroup: kMT accumulator tiles of the widest item (an item of kN
@@ -610,7 +612,7 @@ __device__ __forceinline__ void consume_group(ConsumerState<Cfg>& st, const uint
   using MMA = wgmma::RegisterA<kN>;
   uint32_t(&a)[Cfg::kMT][8] = st.a[kBuf];
 #pragma unroll
-  for (int i = 0; i < Cfg::kMT; ++i) dequant_group<Cfg::kSubnormal>(a[i], weights + i * Cfg::kWeightBlockBytes, lane);
+  for (int i = 0; i < Cfg::kMT; ++i) dequant_group<Cfg::kDequant>(a[i], weights + i * Cfg::kWeightBlockBytes, lane);
   wgmma::fence();
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
@@ -637,12 +639,12 @@ __device__ __forceinline__ void consume_group_by_step(ConsumerState<Cfg>& st, co
                                                       bool first, int lane) {
   using MMA = wgmma::RegisterA<kN>;
   uint2 w[Cfg::kMT];
-  uint2 sc[Cfg::kMT];
+  GroupScales sc[Cfg::kMT];
 #pragma unroll
   for (int i = 0; i < Cfg::kMT; ++i) {
     const uint8_t* atom = weights + i * Cfg::kWeightBlockBytes;
     w[i] = *reinterpret_cast<const uint2*>(atom + lane * 8);
-    sc[i] = group_scales<Cfg::kSubnormal>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
+    sc[i] = group_scales<Cfg::kDequant>(*reinterpret_cast<const uint32_t*>(atom + 256 + (lane / 4) * 4));
   }
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
@@ -650,9 +652,9 @@ __device__ __forceinline__ void consume_group_by_step(ConsumerState<Cfg>& st, co
 #pragma unroll
     for (int i = 0; i < Cfg::kMT; ++i) {
       if (ks == 0) {
-        dequant_step<0, Cfg::kSubnormal>(a[i], w[i], sc[i]);
+        dequant_step<0, Cfg::kDequant>(a[i], w[i], sc[i]);
       } else {
-        dequant_step<1, Cfg::kSubnormal>(a[i], w[i], sc[i]);
+        dequant_step<1, Cfg::kDequant>(a[i], w[i], sc[i]);
       }
     }
     wgmma::fence();
