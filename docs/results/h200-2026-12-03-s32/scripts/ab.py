@@ -4,7 +4,8 @@ studies): one GEMM at a time, two variants of its configuration interleaved in o
 timings, bit for bit (gate_up with SiLU fused, down with top-k weights). argv: STUDY precompile
 [threads] | STUDY time. Studies:
   nib    the one-fma form's nibble pairs at bit 4 in place against shifted, every planned GEMM (call a)
-  shift  on the final code: the planned shifted pairs (one-block items with row widths) against in place (call b)"""
+  shift  on the final code: the planned shifted pairs (one-block items with row widths) against in place (call b)
+  two    gate_up's 24-48-token items on two consumer warpgroups against the planned four (call f)"""
 import dataclasses, json, math, os, sys
 
 from chord_kernels.indexed import wgmma as W, planner as P
@@ -21,6 +22,13 @@ def tp8(ms, g="gu"):
     return [(f"tp8_{m}_{g}", 384, 512 if g == "gu" else 7168, 7168 if g == "gu" else 256, 8 * m, 8) for m in ms]
 
 
+def two_warpgroups(cfg):
+    """gate_up's one-block items on two consumer warpgroups with whole stages (session 29's alternative)."""
+    two = W.WgmmaConfig(block_m=cfg.block_m, mt=2, bk=256, stages=min(W.max_stages(cfg.block_m, 2, 256), 8), items=1,
+                        dynamic=True, whole_stages=True, subnormal=True)
+    return {"old": dataclasses.replace(cfg, subnormal=True), "new": two}
+
+
 # (cases, which configurations, their variants)
 STUDIES = {
     # session 32: the one-fma form with the pairs at bits 4 and 20 left in place (no shift) against the shifted
@@ -35,6 +43,9 @@ STUDIES = {
     "shift": (ep8((50, 64)) + tp8((6144, 8192)), lambda c: isinstance(c, W.WgmmaConfig) and c.shift_pairs,
               lambda c: {"old": dataclasses.replace(c, subnormal=True),
                          "new": dataclasses.replace(c, subnormal=True, shift_pairs=False)}),
+    # with the pairs in place: gate_up's 24-48-token items on two warpgroups (whole stages) against the planned four
+    "two": (ep8((12, 16, 17, 20, 24, 28, 32, 36), ("gu",)) + tp8((512, 1024, 1280, 1536)),
+            lambda c: isinstance(c, W.WgmmaConfig) and c.consumers == 4, two_warpgroups),
 }
 STUDY = sys.argv[1]
 CASES, WANTED, VARIANTS = STUDIES[STUDY]
