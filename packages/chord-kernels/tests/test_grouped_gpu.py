@@ -61,8 +61,8 @@ MASKED = [  # name, experts, N, K, max_m, counts ("uniform" draws 0..max_m; else
     ("ep8_gate_up_decode", 48, 4096, 7168, 24, "uniform"),
     ("ep8_down_prefill", 48, 7168, 2048, 160, "uniform"),
     ("edges", 6, 264, 1056, 40, "edges"),
-    ("four_consumers_edges", 6, 640, 4128, 40, "edges"),  # 16 rows per group: 32-token blocks, four warpgroups, partial N tile
-    ("four_consumers_bm48", 6, 512, 4128, 88, "edges"),  # 32 rows per group: 48-token blocks
+    ("bm32_edges", 6, 640, 4128, 40, "edges"),  # 16 rows per group: 32-token blocks, a short last K stage, partial N tile
+    ("bm48", 6, 512, 4128, 88, "edges"),  # 32 rows per group: 48-token blocks
     ("four_pairs_bm24", 6, 512, 4128, 30, "edges"),  # 12 rows per group: items of two 24-token blocks
     ("ep8_gate_up_bm24_pairs", 48, 4096, 7168, 30, "uniform"),  # ~15 rows per group, up to 30
     ("odd_nk", 5, 72, 160, 13, "uniform"),

@@ -280,7 +280,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         WgmmaConfig(block_m=12)
     # Four consumer warpgroups: 640 threads get 96 registers each at launch, and the consumers'
     # share must leave the producer 24; three are not a configuration.
-    four = choose_wgmma_config(4096, 7168, 32)
+    four = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0)
     assert four.register_pool == 96 and four.template_args().endswith(", 2, 4, false, false, false, true, false, 0u, 104")
     assert four.topk_sum_twin(4096) is None  # the sum's registers do not fit its share
     with pytest.raises(ChordInputError, match="consumer_regs"):
@@ -288,11 +288,14 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError, match="invalid wgmma config"):
         dataclasses.replace(four, consumers=3)
     assert choose_wgmma_config(4096, 7168, 16).consumers == 2  # 16-token blocks keep two
-    # Beyond 40 tokens two stages fit with the epilogue in 16-token passes; 56 fits but measured slower.
-    wide_four = choose_wgmma_config(4096, 7168, 48)
-    assert (wide_four.consumers, wide_four.stages) == (4, 2) and wide_four.smem_bytes(0) + 4096 <= SMEM_LIMIT
+    # Beyond 40 tokens two stages fit with the epilogue in 16-token passes.
+    wide_four = WgmmaConfig(block_m=48, mt=2, bk=256, stages=2, consumers=4, dynamic=True, consumer_regs=104)
+    assert wide_four.smem_bytes(0) + 4096 <= SMEM_LIMIT
     assert wide_four.smem_bytes(0) < dataclasses.replace(wide_four, block_m=40).smem_bytes(0)  # 16-token passes
-    assert choose_wgmma_config(4096, 7168, 56).consumers == 2
+    # The one-block items of 32-56 tokens plan two, with whole stages (session 32: 1-3 % faster at 32).
+    for bm in (32, 40, 48, 56):
+        two = choose_wgmma_config(4096, 7168, bm)
+        assert (two.consumers, two.whole_stages, two.commit_per_step) == (2, True, False)
     assert choose_wgmma_config(256, 7168, 32).consumers == 2  # N = 256 would leave two warpgroups idle
     # At 24-token blocks an item takes an expert's first two blocks (the K loop at 24 and 48 tokens).
     narrow = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0)
@@ -398,7 +401,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert b56.template_args().endswith(", 0u, 216, 0u, 0, false, true")
     assert choose_wgmma_config(7168, 2048, 24, 16.0).whole_stages
     assert not choose_wgmma_config(7168, 2080, 56).whole_stages  # a short last stage
-    for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0), choose_wgmma_config(4096, 7168, 32)):
+    for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0)):
         assert per_step.commit_per_step and not per_step.whole_stages
     assert choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
     # The one-fma form reads the nibble pairs at bit 4 in place except on the one-block items with row

@@ -75,7 +75,7 @@ measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster wh
 
 
 FOUR_CONSUMER_MIN_K = 4096
-"""From this K on (Kimi's gate_up GEMMs, K = 7168) the one-block items of 24 to
+"""From this K on (Kimi's gate_up GEMMs, K = 7168) the items of blocks of up to
 :data:`FOUR_CONSUMER_MAX_TOKENS` tokens on 256-K stages run four consumer warpgroups of two 64-channel
 tiles each (512-channel N tiles, two stages: the most that fit, beyond 40 tokens with the epilogue in
 16-token passes) instead of two. Interleaved against two warpgroups, bit for bit: gate_up 1-6 %
@@ -83,10 +83,12 @@ faster at 12-24 rows per expert (EP8) and 512-1024 tokens (TP8) in three timings
 in the run of session 24; the layer up to 2 % faster at TP8 512 and EP8 12 rows per expert. 16-token
 blocks (-1 to +2 %) and the down GEMMs (K = 2048: 2-5 % slower) keep two; 128-K stages (three to
 five of them) measured 38-66 % slower (docs/optimization.md, session 25)."""
-FOUR_CONSUMER_MAX_TOKENS = 48
-"""The widest of those items: at 48 tokens gate_up measured -4.8 to +1.0 % (EP8 32 rows per expert),
--2.3 to -4.7 % (TP8 1536 tokens) and the DeepEP low-latency layer at 32 rows -1.4 / -1.8 %; at 56
-EP8's gate_up was 10-14 % slower (43 rows per expert; TP8 2048 tokens -1 to +2 %)."""
+FOUR_CONSUMER_MAX_TOKENS = 24
+"""The widest block of those items (24 tokens: the pairs of :data:`FOUR_CONSUMER_NARROW_ITEMS`). Up to
+session 30 four warpgroups also took the 32-48-token one-block items (session 25: -4.8 to +1.0 % at 48
+tokens); with the one-fma form's pairs read in place (session 32) two warpgroups with whole K stages
+measured 1-3 % faster at 32-token blocks (TP8 1024 tokens, EP8 20 rows per expert) and level at 40 and
+48 (-4.5 to +2.6 %), while the 24-token pairs stay 5-10 % faster on four (docs/optimization.md)."""
 FOUR_CONSUMER_MIN_N = 512
 """The narrowest weight (N) whose items take four warpgroups (measured at 512 and 4096): narrower
 ones would leave warpgroups without channels."""
@@ -438,8 +440,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage
     per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, its two
     consumer warpgroups in turns.
-    From :data:`FOUR_CONSUMER_MIN_K` on, the one-block items of 24 to :data:`FOUR_CONSUMER_MAX_TOKENS`
-    tokens run four consumer warpgroups of two tiles each, at 24-token blocks in items of up to
+    From :data:`FOUR_CONSUMER_MIN_K` on, the 24-token blocks (:data:`FOUR_CONSUMER_MAX_TOKENS`) that
+    are not wide items run four consumer warpgroups of two tiles each, in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks.
     """
     rows = 0
