@@ -1,0 +1,125 @@
+# ruff: noqa
+"""Session 33's A/B harness (session 32's, ../h200-2026-12-03-s32/scripts/ab.py, with this session's
+studies): one GEMM at a time, two variants of its configuration interleaved in one process, three
+timings, bit for bit (gate_up with SiLU fused, down with top-k weights). argv: STUDY precompile
+[threads] | STUDY time. Studies:
+  bias   the one-fma form reading tiles that hold s * 2^133 (two multiplies fewer per scale word and K
+         group) against tiles holding s, every planned GEMM of both kernels"""
+import dataclasses, json, math, os, sys
+
+from chord_kernels.indexed import wgmma as W, planner as P
+from chord_kernels.indexed.decode import DecodeConfig
+from chord_kernels.indexed.heuristics import choose_block_m
+
+
+def ep8(ts, gs=("gu", "dn")):
+    return [(f"ep8_tok{t}_{g}", 48, 4096 if g == "gu" else 7168, 7168 if g == "gu" else 2048, 48 * t, 1)
+            for t in ts for g in gs]
+
+
+def tp8(ms, g="gu"):
+    return [(f"tp8_{m}_{g}", 384, 512 if g == "gu" else 7168, 7168 if g == "gu" else 256, 8 * m, 8) for m in ms]
+
+
+# (cases, which configurations, their variants)
+STUDIES = {
+    "bias": (ep8((1, 3, 8, 12, 16, 32, 43, 64, 128, 341)) + tp8((160, 1024, 8192)) + tp8((160, 1024, 8192), "dn"),
+             lambda c: isinstance(c, (W.WgmmaConfig, DecodeConfig)),
+             lambda c: {"old": dataclasses.replace(c, subnormal=True),
+                        "new": dataclasses.replace(c, subnormal=True, biased_scales=True)}),
+}
+STUDY = sys.argv[1]
+CASES, WANTED, VARIANTS = STUDIES[STUDY]
+FUSED = True
+
+
+class _W:  # what choose_block_m reads
+    def __init__(s, e):
+        s.num_experts, s.profile = e, ("h200_tp8" if e == 384 else "h200_ep8")
+
+
+def config(case):
+    name, e, n, k, slots, top_k = case
+    bm = choose_block_m(_W(e), slots)
+    # the planner's choice, the decode kernel's among them (capacity as vLLM sizes it)
+    return bm, (P.config_for_rows(n, k, bm, "sm_90a", slots / e)
+                or P._choose(n, k, bm, math.ceil(slots / bm) + e, 132, "sm_90a"))
+
+
+def variants(cfg):
+    return VARIANTS(cfg) if isinstance(cfg, (W.WgmmaConfig, DecodeConfig)) and WANTED(cfg) else {}
+
+
+def fused(case, cfg):
+    gu = FUSED and case[0].endswith("gu") and isinstance(cfg, W.WgmmaConfig) and cfg.fits_silu_mul(case[2])
+    return dataclasses.replace(cfg, silu_mul=True) if gu else cfg
+
+
+if sys.argv[2] == "precompile":
+    from concurrent.futures import ThreadPoolExecutor
+    ks = {fused(case, c).kernel().source: fused(case, c).kernel() for case in CASES for c in variants(config(case)[1]).values()}
+    with ThreadPoolExecutor(int(sys.argv[3]) if len(sys.argv) > 3 else 2) as ex:
+        list(ex.map(lambda k: k.compile("sm_90a"), ks.values()))
+    print(len(ks), "kernels")
+    sys.exit(0)
+
+import torch
+import chord_kernels
+from chord_kernels.indexed.api import run_gemm
+from chord_kernels.packed import with_biased_scales
+from chord_kernels.formats import random_quantized
+from chord_kernels.routing import align_block_size
+from chord_bench.timing import interleaved
+
+dev = torch.device("cuda")
+sms = torch.cuda.get_device_properties(dev).multi_processor_count
+OUT = os.environ.get("OUT", "/tmp")
+ROUNDS = int(os.environ.get("ROUNDS", "9"))
+res = []
+for case in CASES:
+    name, e, n, k, slots, top_k = case
+    bm, cfg = config(case)
+    vs = variants(cfg)
+    if not vs:
+        print(name, "not a configuration of this study", cfg, flush=True)
+        continue
+    g = torch.Generator(device=dev).manual_seed(slots + n)
+    w = chord_kernels.pack("indexed", *random_quantized(e, n, k, generator=g, device=dev),
+                           profile="h200_tp8" if e == 384 else "h200_ep8", bias_scales=False)
+    tokens = slots // top_k
+    a = (torch.randn(tokens, k, generator=g, device=dev) * 0.5).to(torch.bfloat16)
+    ids = torch.rand(tokens, e, generator=g, device=dev).argsort(dim=1)[:, :top_k].to(torch.int32).contiguous()
+    gu = name.endswith("gu")
+    tw = None if gu else torch.rand(tokens, top_k, generator=g, device=dev)
+    r = align_block_size(ids, bm, e)
+    route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    counts = torch.bincount(ids.reshape(-1).long(), minlength=e)
+    items = int(sum(math.ceil(math.ceil(c / bm) / getattr(cfg, "items", 1)) for c in counts.tolist())) * cfg.ntiles(n)
+    silu = FUSED and gu
+    fns, outs = {}, {}
+    for tag, c in vs.items():
+        outs[tag] = torch.full((slots, n // 2 if silu else n), float("nan"), dtype=torch.bfloat16, device=dev)
+
+        wt = with_biased_scales(w) if c.biased_scales else w
+
+        def fn(out=outs[tag], c=c, wt=wt):
+            run_gemm(a, wt, route, block_m=bm, top_k=top_k, out=out, config=c, topk_weights=tw, zero_nonlocal=False,
+                     activation="silu" if silu else None)
+        fns[tag] = fn
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    same = all(torch.equal(outs["old"], o) for o in outs.values())
+    nan = any(bool(o.isnan().any()) for o in outs.values())
+    runs = []
+    for rep in range(3):
+        order = list(fns) if rep % 2 == 0 else list(fns)[::-1]
+        tm = interleaved({t: fns[t] for t in order}, rounds=ROUNDS)
+        runs.append({t: tm[t].median_us() for t in fns})
+    res.append({"name": name, "block_m": bm, "items": items, "waves": items / sms, "us": runs,
+                "configs": {t: c.template_args() for t, c in vs.items()}, "same": same, "nan": nan})
+    print(f"{name:14s} bm={bm:3d} items={items:5d} waves={items / sms:6.2f} old "
+          + " ".join(f"{x['old']:7.1f}" for x in runs)
+          + "".join(f" | {t} " + " ".join(f"{x[t] / x['old'] - 1:+.1%}" for x in runs) for t in fns if t != "old")
+          + ("" if same and not nan else " DIFF/NAN"), flush=True)
+    json.dump(res, open(f"{OUT}/{STUDY}_ab.json", "w"), indent=1)
