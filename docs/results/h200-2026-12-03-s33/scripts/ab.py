@@ -3,6 +3,7 @@
 studies): one GEMM at a time, two variants of its configuration interleaved in one process, three
 timings, bit for bit (gate_up with SiLU fused, down with top-k weights). argv: STUDY precompile
 [threads] | STUDY time. Studies:
+  cross  the down GEMMs (K = 2048) at 16-32-token blocks: the planned WGMMA items against the decode kernel
   bias   the one-fma form reading tiles that hold s * 2^133 (two multiplies fewer per scale word and K
          group) against tiles holding s, every planned GEMM of both kernels"""
 import dataclasses, json, math, os, sys
@@ -22,7 +23,24 @@ def tp8(ms, g="gu"):
 
 
 # (cases, which configurations, their variants)
+def decode_variants(case, bm, c):
+    """The planned WGMMA configuration against the decode kernel's at the same block size: its short-K
+    tiles and its default tiles (with the schedule the capacity gives), all in the one-fma form."""
+    name, e, n, k, slots, top_k = case
+    from chord_kernels.indexed import heuristics as H
+    out = {"old": dataclasses.replace(c, subnormal=True)}
+    short = H.short_k_config(n, bm)
+    if short is not None:
+        out["dshort"] = dataclasses.replace(short, subnormal=True)
+    dflt = H.choose_schedule(H.choose_config(n, k, bm), (math.ceil(slots / bm) + e) * H.choose_config(n, k, bm).ntiles(n), 132)
+    out["ddef"] = dataclasses.replace(dflt, subnormal=True)
+    return out
+
+
 STUDIES = {
+    # the decode kernel gained more than the WGMMA kernel from the one-fma forms (sessions 30, 32): the
+    # crossover of the down GEMMs (K = 2048) at 16-32-token blocks again
+    "cross": (ep8((6, 8, 12, 16, 20), ("dn",)), lambda c: isinstance(c, W.WgmmaConfig), decode_variants),
     "bias": (ep8((1, 3, 8, 12, 16, 32, 43, 64, 128, 341)) + tp8((160, 1024, 8192)) + tp8((160, 1024, 8192), "dn"),
              lambda c: isinstance(c, (W.WgmmaConfig, DecodeConfig)),
              lambda c: {"old": dataclasses.replace(c, subnormal=True),
@@ -46,8 +64,10 @@ def config(case):
                 or P._choose(n, k, bm, math.ceil(slots / bm) + e, 132, "sm_90a"))
 
 
-def variants(cfg):
-    return VARIANTS(cfg) if isinstance(cfg, (W.WgmmaConfig, DecodeConfig)) and WANTED(cfg) else {}
+def variants(case, bm, cfg):
+    if not (isinstance(cfg, (W.WgmmaConfig, DecodeConfig)) and WANTED(cfg)):
+        return {}
+    return VARIANTS(case, bm, cfg) if VARIANTS.__code__.co_argcount == 3 else VARIANTS(cfg)
 
 
 def fused(case, cfg):
@@ -57,7 +77,7 @@ def fused(case, cfg):
 
 if sys.argv[2] == "precompile":
     from concurrent.futures import ThreadPoolExecutor
-    ks = {fused(case, c).kernel().source: fused(case, c).kernel() for case in CASES for c in variants(config(case)[1]).values()}
+    ks = {fused(case, c).kernel().source: fused(case, c).kernel() for case in CASES for c in variants(case, *config(case)).values()}
     with ThreadPoolExecutor(int(sys.argv[3]) if len(sys.argv) > 3 else 2) as ex:
         list(ex.map(lambda k: k.compile("sm_90a"), ks.values()))
     print(len(ks), "kernels")
@@ -66,7 +86,6 @@ if sys.argv[2] == "precompile":
 import torch
 import chord_kernels
 from chord_kernels.indexed.api import run_gemm
-from chord_kernels.packed import with_biased_scales
 from chord_kernels.formats import random_quantized
 from chord_kernels.routing import align_block_size
 from chord_bench.timing import interleaved
@@ -79,13 +98,14 @@ res = []
 for case in CASES:
     name, e, n, k, slots, top_k = case
     bm, cfg = config(case)
-    vs = variants(cfg)
+    vs = variants(case, bm, cfg)
     if not vs:
         print(name, "not a configuration of this study", cfg, flush=True)
         continue
     g = torch.Generator(device=dev).manual_seed(slots + n)
     w = chord_kernels.pack("indexed", *random_quantized(e, n, k, generator=g, device=dev),
-                           profile="h200_tp8" if e == 384 else "h200_ep8", bias_scales=False)
+                           profile="h200_tp8" if e == 384 else "h200_ep8",
+                           **({"bias_scales": False} if STUDY == "bias" else {}))
     tokens = slots // top_k
     a = (torch.randn(tokens, k, generator=g, device=dev) * 0.5).to(torch.bfloat16)
     ids = torch.rand(tokens, e, generator=g, device=dev).argsort(dim=1)[:, :top_k].to(torch.int32).contiguous()
@@ -100,7 +120,10 @@ for case in CASES:
     for tag, c in vs.items():
         outs[tag] = torch.full((slots, n // 2 if silu else n), float("nan"), dtype=torch.bfloat16, device=dev)
 
-        wt = with_biased_scales(w) if c.biased_scales else w
+        wt = w
+        if getattr(c, "biased_scales", False):  # the bias study ran on its patch (scripts/biased_scales.patch)
+            from chord_kernels.packed import with_biased_scales
+            wt = with_biased_scales(w)
 
         def fn(out=outs[tag], c=c, wt=wt):
             run_gemm(a, wt, route, block_m=bm, top_k=top_k, out=out, config=c, topk_weights=tw, zero_nonlocal=False,
