@@ -192,6 +192,11 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 16 + 1) == 32
     assert choose(pw, 1024) == 32     # tok_e 21 (tp8_1024)
     assert choose(pw, 2064) == 56     # ep8_tok43
+    # where that tile is 64 (the prefill items' block), 56: 43.6 < tok_e <= 50.9
+    assert choose(pw, 48 * 44) == 56
+    assert choose(pw, 48 * 48) == 56
+    assert choose(pw, 48 * 50) == 56
+    assert choose(pw, 48 * 51) == 72
     assert choose(pw, 3072) == 80     # ep8_masked64
     # ... then 64-row blocks, two per WGMMA work item, up to tok_e 120 ...
     assert choose(pw, 48 * 65) == 64
@@ -214,6 +219,7 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 816 * 8) == 24  # tok_e 17: 24-token blocks to 17 rows with many experts ...
     assert choose(tp8, 817 * 8) == 32
     assert choose(tp8, 1024 * 8) == 32  # tp8_1024
+    assert choose(tp8, 2304 * 8) == 56  # tok_e 48
     assert choose(pw, 48 * 17) == 32   # ... to 16 with EP8's 48
     assert choose(tp8, 8192 * 8) == 96  # tp8_8192, tok_e 171
     assert choose(tp8, 9216 * 8) == 104  # tok_e 192

@@ -134,19 +134,22 @@ LAYER_SCENARIOS: dict[str, LayerScenario] = {
     "tp8_decode160": LayerScenario(160, "tp8"),
     "tp8_512": LayerScenario(512, "tp8"),
     "tp8_1024": LayerScenario(1024, "tp8"),
+    "tp8_2304": LayerScenario(2304, "tp8"),
     "tp8_4096": LayerScenario(4096, "tp8"),
     "tp8_6144": LayerScenario(6144, "tp8"),
     "tp8_8192": LayerScenario(8192, "tp8"),
     "ep8_tok12": LayerScenario(576, "ep8"),
     "ep8_tok43": LayerScenario(2064, "ep8"),
+    "ep8_tok48": LayerScenario(2304, "ep8"),
     "ep8_tok128": LayerScenario(6144, "ep8"),
     "ep8_tok341": LayerScenario(16368, "ep8"),
-    **{f"ep8_masked{m}": LayerScenario(48 * m, "ep8_ll", MASKED_EXPERT_MAX_TOKENS) for m in (8, 16, 32, 64)},
+    **{f"ep8_masked{m}": LayerScenario(48 * m, "ep8_ll", MASKED_EXPERT_MAX_TOKENS) for m in (8, 16, 32, 48, 64)},
     "ep8_masked16_cap2048": LayerScenario(48 * 16, "ep8_ll", 2048),
 }
 """Scenario id -> batch. EP: the GEMM harness's ep8_tok* rows per expert, as whole layers; DeepEP
 low latency: its ep8_masked* rows (48 x m over the 48 experts) in 256-row buffers, and once in the
-buffers of vLLM's defaults (256 tokens per rank x 8 dispatchers)."""
+buffers of vLLM's defaults (256 tokens per rank x 8 dispatchers). tp8_2304, ep8_tok48 and
+ep8_masked48 (48 rows per expert) sit where the routing block is ``PREFILL_BLOCK_STAND_IN``."""
 TOLERANCE = 2e-2
 """Relative Frobenius error against the reference above which a layer's output is wrong."""
 HUMMING_STEPS: dict[str, tuple[str, ...]] = {

@@ -114,6 +114,13 @@ expert: two consecutive blocks of an expert per work item (128 tokens on 256-wid
 two stages of wider items would not fit shared memory), and the grouped contiguous mode's block
 (whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile measured faster:
 most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
+PREFILL_BLOCK_STAND_IN = 56
+"""The tile where tok_e + 1.9 sigma comes out at :data:`PREFILL_BLOCK` (about 44-51 rows per expert):
+64-token blocks are the prefill items of two blocks, whose 128-token K loop and two stages cost an
+expert of one block more than the 56-token one-block items with three stages. The layer measured
+7-15 % faster with 56-token blocks at EP8's 44-50 rows per expert and TP8's 2112-2304 tokens (each
+routing bit for bit, two draws; 72-token blocks 3-9 % faster than 64), though up to a fifth of the
+experts then take a second block (docs/optimization.md, session 34)."""
 
 DYNAMIC_MIN_K = 2048
 """From this K on, the WGMMA kernel takes its items from a global counter (``WgmmaConfig.dynamic``):
@@ -135,7 +142,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
-    from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32) up to 64 rows per expert;
+    from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32; where that is
+    :data:`PREFILL_BLOCK`, :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one)
     from there to :data:`TWO_ITEM_MAX_TOK_E`.
@@ -152,7 +160,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         if tok_e <= (NARROW_MANY_MAX_TOK_E if many else NARROW_MAX_TOK_E):
             return WIDE_BLOCK
         if tok_e <= 64.0:
-            return max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+            block = max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+            return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
         if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
             return WIDE_BLOCK
         if tok_e > WIDE_MAX_TOK_E:
