@@ -89,8 +89,14 @@ NARROW_MANY_MAX_TOK_E = 17.0
 experts) measured 6-10 % faster with 24- than with 32-token blocks at 10-16 rows per expert, 4-5 % at
 17, 1-3 % at 18 (docs/optimization.md, sessions 19 and 26)."""
 MANY_EXPERTS = 256
-"""Local experts from which :data:`NARROW_MANY_MAX_TOK_E` applies (measured at 384; EP8's 48 keep
-:data:`NARROW_MAX_TOK_E`)."""
+"""Local experts from which :data:`NARROW_MANY_MAX_TOK_E` and :data:`MANY_32_MAX_TOK_E` apply
+(measured at 384; EP8's 48 keep :data:`NARROW_MAX_TOK_E` and the tok_e + 1.9 sigma tiles)."""
+MANY_32_MAX_TOK_E = 26.0
+"""With :data:`MANY_EXPERTS` experts, 32-token blocks up to here, where tok_e + 1.9 sigma gives 40
+(from 22.8 rows per expert): among ~400 blocks an expert past 32 rows costs one more, and the
+32-token items cost less than 40-token ones. TP8's layer measured 2-10 % faster at 24 rows per expert
+(1152 tokens, five draws), 2 % at 25 (three), level at 27 (four), level to 8 % slower at 28; EP8's
+48 experts lose with 32 from 24 rows on (docs/optimization.md, session 34)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
 one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
@@ -142,8 +148,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
     WGMMA kernel from K = 2048 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
-    from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32; where that is
-    :data:`PREFILL_BLOCK`, :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert;
+    from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32, and 32 up to
+    :data:`MANY_32_MAX_TOK_E` from :data:`MANY_EXPERTS` experts; where it is :data:`PREFILL_BLOCK`,
+    :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert;
     beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one)
     from there to :data:`TWO_ITEM_MAX_TOK_E`.
@@ -159,6 +166,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         many = weight.num_experts >= MANY_EXPERTS
         if tok_e <= (NARROW_MANY_MAX_TOK_E if many else NARROW_MAX_TOK_E):
             return WIDE_BLOCK
+        if many and tok_e <= MANY_32_MAX_TOK_E:
+            return 32
         if tok_e <= 64.0:
             block = max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
