@@ -1,0 +1,89 @@
+# ruff: noqa
+"""Session 34: the whole layer (moe_experts: gate_up with SiLU fused, down with the top-k sum) at
+other routing-block sizes than choose_block_m's, each on its own routing, interleaved, three timings,
+every output bit for bit against the planned block's. argv: precompile [threads] | time."""
+import dataclasses, json, math, os, sys
+
+from chord_kernels.indexed import planner as P
+from chord_kernels.indexed.api import _silu_mul_twin, _tma_rows_twin
+
+# (name, experts, N13, K13 (= H), tokens, top_k, block sizes: the planned one first)
+CASES = [
+    ("tp8_768", 384, 512, 7168, 768, 8, (24, 32)),
+    ("tp8_1024", 384, 512, 7168, 1024, 8, (32, 24)),
+    ("tp8_1280", 384, 512, 7168, 1280, 8, (40, 32)),
+    ("ep8_tok43", 48, 4096, 7168, 48 * 43, 1, (56, 48, 64)),
+    ("ep8_tok36", 48, 4096, 7168, 48 * 36, 1, (48, 56)),
+]
+
+
+def shapes(case):
+    name, e, n13, h, tokens, top_k, bms = case
+    return ((n13, h), (h, n13 // 2))
+
+
+if sys.argv[1] == "precompile":
+    from concurrent.futures import ThreadPoolExecutor
+    ks = {}
+    for case in CASES:
+        for bm in case[6]:
+            for n, k in shapes(case):
+                for c in P.configs_for(n, k, bm, "sm_90a"):
+                    for t in {c, _tma_rows_twin(c)}:
+                        for u in {t, _silu_mul_twin(t, n) or t}:
+                            u = dataclasses.replace(u, subnormal=True)
+                            ks[u.kernel().source] = u.kernel()
+    with ThreadPoolExecutor(int(sys.argv[2]) if len(sys.argv) > 2 else 2) as ex:
+        list(ex.map(lambda k: k.compile("sm_90a"), ks.values()))
+    print(len(ks), "kernels")
+    sys.exit(0)
+
+import torch
+import chord_kernels
+from chord_kernels.indexed.api import moe_experts
+from chord_kernels.formats import random_quantized
+from chord_kernels.routing import align_block_size
+from chord_bench.timing import interleaved
+
+dev = torch.device("cuda")
+OUT = os.environ.get("OUT", "/tmp")
+ROUNDS = int(os.environ.get("ROUNDS", "7"))
+res = []
+for case in CASES:
+    name, e, n13, h, tokens, top_k, bms = case
+    g = torch.Generator(device=dev).manual_seed(tokens + e)
+    prof = "h200_tp8" if e == 384 else "h200_ep8"
+    w13 = chord_kernels.pack("indexed", *random_quantized(e, n13, h, generator=g, device=dev), profile=prof)
+    w2 = chord_kernels.pack("indexed", *random_quantized(e, h, n13 // 2, generator=g, device=dev), profile=prof)
+    a = (torch.randn(tokens, h, generator=g, device=dev) * 0.5).to(torch.bfloat16)
+    ids = torch.rand(tokens, e, generator=g, device=dev).argsort(dim=1)[:, :top_k].to(torch.int32).contiguous()
+    tw = torch.rand(tokens, top_k, generator=g, device=dev)
+    counts = torch.bincount(ids.reshape(-1).long(), minlength=e).tolist()
+    fns, outs = {}, {}
+    for bm in bms:
+        r = align_block_size(ids, bm, e)
+        route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+        outs[bm] = torch.full((tokens, h), float("nan"), dtype=torch.bfloat16, device=dev)
+
+        def fn(route=route, bm=bm, out=outs[bm]):
+            moe_experts(a, w13, w2, route, tw, ids, block_m=bm, out=out)
+        fns[bm] = fn
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    first = outs[bms[0]]
+    same = all(torch.equal(first, o) for o in outs.values())
+    nan = any(bool(o.isnan().any()) for o in outs.values())
+    runs = []
+    for rep in range(3):
+        order = list(fns) if rep % 2 == 0 else list(fns)[::-1]
+        tm = interleaved({t: fns[t] for t in order}, rounds=ROUNDS)
+        runs.append({t: tm[t].median_us() for t in fns})
+    blocks = {bm: sum(math.ceil(c / bm) for c in counts) for bm in bms}
+    res.append({"name": name, "block_ms": list(bms), "blocks": blocks, "max_rows": max(counts), "us": runs,
+                "same": same, "nan": nan})
+    print(f"{name:10s} max rows {max(counts):4d} blocks {blocks} planned bm={bms[0]} "
+          + " ".join(f"{x[bms[0]]:7.1f}" for x in runs)
+          + "".join(f" | bm={b} " + " ".join(f"{x[b] / x[bms[0]] - 1:+.1%}" for x in runs) for b in bms[1:])
+          + ("" if same and not nan else " DIFF/NAN"), flush=True)
+    json.dump(res, open(f"{OUT}/layer_blk.json", "w"), indent=1)
