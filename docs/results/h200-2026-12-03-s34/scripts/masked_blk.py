@@ -1,18 +1,20 @@
 # ruff: noqa
 """Session 34: the grouped masked mode (DeepEP low-latency buffers, 48 groups x 256 rows, gate_up with
-SiLU fused then down, as chord-vllm runs them) at 56- against 64-token blocks where the tok_e + 1.9
+SiLU fused then down, as chord-vllm runs them) at 56-, 64- and 72-token blocks where the tok_e + 1.9
 sigma tile is 64 (44-50 rows per group): interleaved, three timings, the outputs bit for bit.
-argv: precompile [threads] | time."""
+argv: STUDY precompile [threads] | STUDY time (each call ran its own copy: masked_blk.py, masked_blk2.py)."""
 import dataclasses, json, math, os, sys
 
 from chord_kernels.indexed import planner as P
 from chord_kernels.indexed.api import _silu_mul_twin, _tma_rows_twin
 
 G, CAP, H, N13 = 48, 256, 7168, 4096
-CASES = [(m, seed) for m in (44, 48, 50) for seed in (0, 1)]
-BLOCKS = (64, 56)
+STUDY = sys.argv[1]  # the call: d (56 against 64, masked_blk.json) or f (and 72, masked_blk2.json)
+CASES = {"d": [(m, seed) for m in (44, 48, 50) for seed in (0, 1)],
+         "f": [(m, seed) for m in (49, 50) for seed in (2, 3, 4)]}[STUDY]
+BLOCKS = {"d": (64, 56), "f": (64, 56, 72)}[STUDY]
 
-if sys.argv[1] == "precompile":
+if sys.argv[2] == "precompile":
     from concurrent.futures import ThreadPoolExecutor
     ks = {}
     for bm in BLOCKS:
@@ -22,7 +24,7 @@ if sys.argv[1] == "precompile":
                 for u in {t, _silu_mul_twin(t, n) or t}:
                     u = dataclasses.replace(u, subnormal=True)
                     ks[u.kernel().source] = u.kernel()
-    with ThreadPoolExecutor(int(sys.argv[2]) if len(sys.argv) > 2 else 2) as ex:
+    with ThreadPoolExecutor(int(sys.argv[3]) if len(sys.argv) > 3 else 2) as ex:
         list(ex.map(lambda k: k.compile("sm_90a"), ks.values()))
     print(len(ks), "kernels")
     sys.exit(0)
@@ -69,6 +71,6 @@ for m, seed in CASES:
     blocks = {bm: sum(math.ceil(x / bm) for x in c) for bm in BLOCKS}
     res.append({"rows_per_group": m, "seed": seed, "max_rows": max(c), "blocks": blocks, "us": runs, "same": same, "nan": nan})
     print(f"masked{m}_s{seed} max rows {max(c):4d} blocks {blocks} bm=64 " + " ".join(f"{x[64]:7.1f}" for x in runs)
-          + " | bm=56 " + " ".join(f"{x[56] / x[64] - 1:+.1%}" for x in runs) + ("" if same and not nan else " DIFF/NAN"),
+          + "".join(f" | bm={b} " + " ".join(f"{x[b] / x[64] - 1:+.1%}" for x in runs) for b in BLOCKS[1:]) + ("" if same and not nan else " DIFF/NAN"),
           flush=True)
-    json.dump(res, open(f"{OUT}/masked_blk.json", "w"), indent=1)
+    json.dump(res, open(f"{OUT}/masked_blk{'2' if STUDY == 'f' else ''}.json", "w"), indent=1)

@@ -4,6 +4,6 @@ export CHORD_CACHE_DIR=$(pwd)/.dev/cache34
 source .dev/env.sh
 git log --oneline -1; date -u
 nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --format=csv
-ROUNDS=7 OUT=$OUT timeout 400 python3 .dev/s34/layer_blk2.py time 2>&1 | tee $OUT/layer_blk2.log
-mv $OUT/layer_blk.json $OUT/layer_blk2.json
+ROUNDS=7 OUT=$OUT timeout 400 python3 .dev/s34/layer_blk.py b time 2>&1 | tee $OUT/layer_blk2.log
+
 date -u
