@@ -198,8 +198,12 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 50) == 56
     assert choose(pw, 48 * 51) == 72
     assert choose(pw, 3072) == 80     # ep8_masked64
+    # ... and on while that tile is at most 104 (one block per item; tok_e 86.6) ...
+    assert choose(pw, 48 * 65) == 88
+    assert choose(pw, 48 * 72) == 96
+    assert choose(pw, 48 * 86) == 104
     # ... then 64-row blocks, two per WGMMA work item, up to tok_e 120 ...
-    assert choose(pw, 48 * 65) == 64
+    assert choose(pw, 48 * 87) == 64
     assert choose(pw, 48 * 96) == 64
     assert choose(pw, 48 * 120) == 64
     # ... 24-row blocks, up to seven per work item, above 120 and up to 150 ...
@@ -227,7 +231,8 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 8192 * 8) == 96  # tp8_8192, tok_e 171
     assert choose(tp8, 9216 * 8) == 104  # tok_e 192
     assert choose(tp8, 9600 * 8) == 64  # tok_e 200
-    assert choose(tp8, 4096 * 8) == 64  # tok_e 85
+    assert choose(tp8, 4096 * 8) == 104  # tok_e 85
+    assert choose(tp8, 4608 * 8) == 64  # tok_e 96
     assert choose(tp8, 6144 * 8) == 24  # tok_e 128
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")

@@ -98,8 +98,8 @@ MANY_32_MAX_TOK_E = 26.0
 (1152 tokens, five draws), 2 % at 25 (three), level at 27 (four), level to 8 % slower at 28; EP8's
 48 experts lose with 32 from 24 rows on (docs/optimization.md, session 34)."""
 WIDE_MIN_TOK_E = 120.0
-"""Up to here (from 64 rows per expert) :data:`PREFILL_BLOCK`'s 128-token items: most experts fit
-one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
+"""Up to here (from 86.6 rows per expert, :data:`PREFILL_ONE_BLOCK_MAX`) :data:`PREFILL_BLOCK`'s
+128-token items: most experts fit one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
 per layer than the wide items at 72-118 rows per expert on EP8's and TP8's shapes, 5-12 % slower at
 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
@@ -115,11 +115,19 @@ EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slow
 (docs/optimization.md, sessions 22 and 23)."""
 TWO_ITEM_MAX_TOK_E = TWO_ITEM_BLOCKS[-1][0]
 PREFILL_BLOCK = 64
-"""Routing block from 64 to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
+"""Routing block from 86.6 rows per expert (where the tok_e + 1.9 sigma tile passes
+:data:`PREFILL_ONE_BLOCK_MAX`) to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
 expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K stages, whose
 two stages of wider items would not fit shared memory), and the grouped contiguous mode's block
 (whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile measured faster:
 most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
+PREFILL_ONE_BLOCK_MAX = 104
+"""Beyond 64 rows per expert the tok_e + 1.9 sigma tile stays the block, one per work item, while it
+is at most this many tokens (to 86.6 rows per expert; :data:`PREFILL_BLOCK`'s items of two beyond):
+most experts fit one 88-104-token item, where the 128-token items run most experts at a 64-token
+width with two stages and per-step commits. The layer measured 6-11 % faster with 96-token blocks at
+72 rows per expert and 3-10 % with 104 at 85 (EP8 and TP8, two draws each); the 120-token tile at 100
+rows only 1-2 % (docs/optimization.md, session 34)."""
 PREFILL_BLOCK_STAND_IN = 56
 """The tile where tok_e + 1.9 sigma comes out at :data:`PREFILL_BLOCK` (about 44-51 rows per expert):
 64-token blocks are the prefill items of two blocks, whose 128-token K loop and two stages cost an
@@ -150,8 +158,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32, and 32 up to
     :data:`MANY_32_MAX_TOK_E` from :data:`MANY_EXPERTS` experts; where it is :data:`PREFILL_BLOCK`,
-    :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert;
-    beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
+    :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert, and on while it is at most
+    :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
     work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one)
     from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
@@ -168,8 +176,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             return WIDE_BLOCK
         if many and tok_e <= MANY_32_MAX_TOK_E:
             return 32
-        if tok_e <= 64.0:
-            block = max(32, 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8))
+        tile = 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8)
+        if tok_e <= 64.0 or tile <= PREFILL_ONE_BLOCK_MAX:
+            block = max(32, tile)
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
         if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
             return WIDE_BLOCK
@@ -185,9 +194,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     return 32
 
 
-WGMMA_BLOCK_MS = (WIDE_BLOCK, *range(32, 88, 8), *(block for _, block in TWO_ITEM_BLOCKS))
+WGMMA_BLOCK_MS = tuple(dict.fromkeys((WIDE_BLOCK, *range(32, PREFILL_ONE_BLOCK_MAX + 8, 8),
+                                      *(block for _, block in TWO_ITEM_BLOCKS))))
 """Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: :data:`WIDE_BLOCK`, then the
-tok_e + 1.9 sigma tiles up to ceil8(64 + 1.9 * 8) = 80, :data:`PREFILL_BLOCK` among them, and
+tok_e + 1.9 sigma tiles up to :data:`PREFILL_ONE_BLOCK_MAX`, :data:`PREFILL_BLOCK` among them, and
 :data:`TWO_ITEM_BLOCKS`."""
 
 
