@@ -1,7 +1,7 @@
 # ruff: noqa
 """Session 34: the whole layer (moe_experts: gate_up with SiLU fused, down with the top-k sum) at
 routing-block sizes, each on its own routing, interleaved, three timings, every output bit for bit
-against the first block's. argv: STUDY precompile [threads] | STUDY time (STUDY: the call, a b c f;
+against the first block's. argv: STUDY precompile [threads] | STUDY time (STUDY: the call, a b c f h;
 each call ran its own copy of this file with that study's cases, layer_blk.py to layer_blk4.py)."""
 import dataclasses, json, math, os, sys
 
@@ -41,6 +41,13 @@ STUDIES = {
     # call f: more draws, TP8 32 against 40 and EP8 at the band's upper end
     "f": [(f"tp8_{m}_s{seed}", 384, 512, 7168, m, 8, (40, 32), seed) for m in (1152, 1216, 1280, 1344) for seed in (2, 3, 4)]
          + [(f"ep8_tok{t}_s{seed}", 48, 4096, 7168, 48 * t, 1, (56, 72, 64), seed) for t in (49, 50) for seed in (2, 3, 4)],
+    # call h: the prefill blocks against one-block items of the tok_e + 1.9 sigma tile (64 x 2 items from 64 rows
+    # per expert) and against two 72- / 80-token items per expert (the 24 x 7 wide items from 120)
+    "h": [(f"ep8_tok{t}_s{seed}", 48, 4096, 7168, 48 * t, 1, bms, seed)
+          for t, bms in ((72, (64, 80, 96)), (85, (64, 104)), (100, (64, 120)), (128, (24, 72, 80)), (140, (24, 72, 80)))
+          for seed in (0, 1)]
+         + [(f"tp8_{m}_s{seed}", 384, 512, 7168, m, 8, bms, seed)
+            for m, bms in ((3456, (64, 80, 96)), (4096, (64, 104)), (6144, (24, 72, 80))) for seed in (0, 1)],
 }
 STUDY = sys.argv[1]
 CASES = [c for c in STUDIES[STUDY] if len(c[6]) > 1]
@@ -115,4 +122,4 @@ for case in CASES:
           + " ".join(f"{x[bms[0]]:7.1f}" for x in runs)
           + "".join(f" | bm={b} " + " ".join(f"{x[b] / x[bms[0]] - 1:+.1%}" for x in runs) for b in bms[1:])
           + ("" if same and not nan else " DIFF/NAN"), flush=True)
-    json.dump(res, open(f"{OUT}/layer_blk{'' if STUDY == 'a' else {'b': 2, 'c': 3, 'f': 4}[STUDY]}.json", "w"), indent=1)
+    json.dump(res, open(f"{OUT}/layer_blk{'' if STUDY == 'a' else {'b': 2, 'c': 3, 'f': 4, 'h': 5}[STUDY]}.json", "w"), indent=1)
