@@ -95,13 +95,13 @@ MANY_32_MAX_TOK_E = 26.0
 """With :data:`MANY_EXPERTS` experts, 32-token blocks up to here, where tok_e + 1.9 sigma gives 40
 (from 22.8 rows per expert): among ~400 blocks an expert past 32 rows costs one more, and the
 32-token items cost less than 40-token ones. TP8's layer measured 2-10 % faster at 24 rows per expert
-(1152 tokens, five draws), 2 % at 25 (three), level at 27 (four), level to 8 % slower at 28; EP8's
+(1152 tokens, five draws), 2 % at 25 (three), level at 27 (six), level to 8 % slower at 28; EP8's
 48 experts lose with 32 from 24 rows on (docs/optimization.md, session 34)."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 86.6 rows per expert, :data:`PREFILL_ONE_BLOCK_MAX`) :data:`PREFILL_BLOCK`'s
-128-token items: most experts fit one, and their 256-wide K stages cost less than the wide items' 128-wide ones. Measured 2-9 % faster
-per layer than the wide items at 72-118 rows per expert on EP8's and TP8's shapes, 5-12 % slower at
-128 and 149 (docs/optimization.md, session 11)."""
+128-token items: most experts fit one, and their 256-wide K stages cost less than the wide items'
+128-wide ones. Measured 2-9 % faster per layer than the wide items at 72-118 rows per expert on
+EP8's and TP8's shapes, 5-12 % slower at 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
 TWO_ITEM_BLOCKS = ((176.0, 96), (192.0, 104))
@@ -116,11 +116,11 @@ EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slow
 TWO_ITEM_MAX_TOK_E = TWO_ITEM_BLOCKS[-1][0]
 PREFILL_BLOCK = 64
 """Routing block from 86.6 rows per expert (where the tok_e + 1.9 sigma tile passes
-:data:`PREFILL_ONE_BLOCK_MAX`) to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E` rows per
-expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K stages, whose
-two stages of wider items would not fit shared memory), and the grouped contiguous mode's block
-(whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile measured faster:
-most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
+:data:`PREFILL_ONE_BLOCK_MAX`) to :data:`WIDE_MIN_TOK_E` and beyond :data:`TWO_ITEM_MAX_TOK_E`
+rows per expert: two consecutive blocks of an expert per work item (128 tokens on 256-wide K
+stages, whose two stages of wider items would not fit shared memory), and the grouped contiguous
+mode's block (whole 64-row halves of its segments). At 64 rows per expert a single 80-row tile
+measured faster: most experts fit it, and 64-row steps waste MMAs on the many with 65-80 rows."""
 PREFILL_ONE_BLOCK_MAX = 104
 """Beyond 64 rows per expert the tok_e + 1.9 sigma tile stays the block, one per work item, while it
 is at most this many tokens (to 86.6 rows per expert; :data:`PREFILL_BLOCK`'s items of two beyond):
@@ -132,9 +132,10 @@ PREFILL_BLOCK_STAND_IN = 56
 """The tile where tok_e + 1.9 sigma comes out at :data:`PREFILL_BLOCK` (about 44-51 rows per expert):
 64-token blocks are the prefill items of two blocks, whose 128-token K loop and two stages cost an
 expert of one block more than the 56-token one-block items with three stages. The layer measured
-7-15 % faster with 56-token blocks at EP8's 44-50 rows per expert and TP8's 2112-2304 tokens (each
-routing bit for bit, two draws; 72-token blocks 3-9 % faster than 64), though up to a fifth of the
-experts then take a second block (docs/optimization.md, session 34)."""
+3-18 % faster with 56-token blocks in 27 of 30 draws at 44-50 rows per expert (EP8, TP8 at 2112-2304
+tokens, DeepEP low-latency buffers; the same bits), though up to a fifth of the experts then take a
+second block; up to 11 % slower in three draws at 50, where 10-14 of 48 experts passed 56 rows
+(72-token blocks: 1-9 % faster than 64; docs/optimization.md, session 34)."""
 
 DYNAMIC_MIN_K = 2048
 """From this K on, the WGMMA kernel takes its items from a global counter (``WgmmaConfig.dynamic``):
@@ -159,9 +160,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32, and 32 up to
     :data:`MANY_32_MAX_TOK_E` from :data:`MANY_EXPERTS` experts; where it is :data:`PREFILL_BLOCK`,
     :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert, and on while it is at most
-    :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per
-    work item) from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one)
-    from there to :data:`TWO_ITEM_MAX_TOK_E`.
+    :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except
+    :data:`WIDE_BLOCK` (up to seven per work item) from :data:`WIDE_MIN_TOK_E` to
+    :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
