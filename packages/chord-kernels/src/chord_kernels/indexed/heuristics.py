@@ -177,8 +177,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             return WIDE_BLOCK
         if many and tok_e <= MANY_32_MAX_TOK_E:
             return 32
-        tile = 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8)
-        if tok_e <= 64.0 or tile <= PREFILL_ONE_BLOCK_MAX:
+        tile = 8 * math.ceil((tok_e + 1.9 * math.sqrt(tok_e)) / 8)  # 80 at tok_e 64
+        if tile <= PREFILL_ONE_BLOCK_MAX:
             block = max(32, tile)
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
         if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
