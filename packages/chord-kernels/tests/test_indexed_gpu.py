@@ -14,6 +14,7 @@ from chord_kernels import indexed, reference
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed import choose_config, fused_moe, gemm
+from chord_kernels.indexed.decode import DecodeConfig
 from chord_kernels.routing import align_block_size
 
 pytestmark = pytest.mark.gpu
@@ -41,6 +42,7 @@ class Case:
     routing: str = "uniform"  # uniform | hot | sparse | mapped
     weighted: bool = False
     schedule: str | None = None  # None: the default configuration's
+    config: DecodeConfig | None = None  # instead of the default configuration
 
 
 CASES = [
@@ -79,6 +81,16 @@ CASES = [
     Case("n_not_multiple_of_8", 5, 44, 96, 7, 3, weighted=True),
     Case("n_not_multiple_of_8_wide", 6, 268, 1056, 20, 2),
     Case("balanced_split_k_bm16", 6, 136, 1280, 30, 3, block_m=16, routing="mapped", schedule="balanced"),
+    # Row widths (an item multiplies only the token tiles up to its last real row): blocks of 1-32
+    # real rows, an expert map, a partial last N tile, items split along K, TP8's down.
+    Case("row_widths_bm16", 12, 4096, 2048, 70, 1, block_m=16, weighted=True,
+         config=DecodeConfig(block_m=16, mt=4, bk=256, stages=2, ctas_per_sm=2, row_widths=True)),
+    Case("row_widths_bm16_split", 8, 264, 2048, 40, 2, block_m=16, routing="mapped",
+         config=DecodeConfig(block_m=16, mt=4, bk=256, stages=2, ctas_per_sm=2, schedule="balanced", row_widths=True)),
+    Case("row_widths_bm24_edges", 6, 200, 1056, 40, 3, block_m=24, weighted=True,
+         config=DecodeConfig(block_m=24, mt=2, bk=256, stages=3, ctas_per_sm=2, row_widths=True)),
+    Case("row_widths_tp8_down_bm32", 384, 7168, 256, 1000, 8, block_m=32, routing="mapped", weighted=True,
+         config=DecodeConfig(block_m=32, warps=8, mt=4, bk=256, stages=2, ctas_per_sm=1, row_widths=True)),
 ]
 
 
@@ -114,6 +126,7 @@ def test_gemm_matches_reference(case: Case) -> None:
     config = None
     if case.schedule is not None:
         config = dataclasses.replace(choose_config(case.n, case.k, case.block_m), schedule=case.schedule)
+    config = case.config or config
     args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     outs = []
     for _ in range(2):

@@ -387,9 +387,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert configs_for(7168, 256, 32, "sm_90a") == (decode32,)
     assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == decode32
     assert cached_plan(264, 256, 32, 40, 132, "sm_90a", None).config == choose_config(264, 256, 32)
-    # And the decode kernel's own 16-token blocks there take the 24-token blocks' tiles.
+    # And the decode kernel's own 16-token blocks there take the 24-token blocks' tiles, with row
+    # widths (those of 24 and 32 tokens without).
     decode16 = heuristics.short_k_config(7168, 16)
-    assert dataclasses.replace(decode16, block_m=24) == decode24
+    assert decode16.row_widths and not decode24.row_widths and not decode32.row_widths
+    assert dataclasses.replace(decode16, block_m=24, row_widths=False) == decode24
     assert configs_for(7168, 256, 16, "sm_90a") == (decode16,)
     assert cached_plan(7168, 256, 16, 4000, 132, "sm_90a", None).config == decode16
     assert decode16 not in configs_for(7168, 256, 16, "sm_100a")  # Blackwell keeps choose_config's

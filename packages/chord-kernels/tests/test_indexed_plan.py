@@ -12,7 +12,7 @@ from chord_kernels import ChordInputError, hardware, indexed
 from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
-from chord_kernels.indexed.heuristics import choose_config, general_config
+from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
     WorkspaceLayout,
@@ -73,14 +73,15 @@ def test_kimi_decode_plans() -> None:
     assert _plan(4096, 7168, 64, 6000, arch="sm_100a").config == general_config(64)
 
 
-def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() -> None:
+def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_4096() -> None:
     from chord_kernels.indexed import WgmmaConfig, choose_wgmma_config
 
     assert not isinstance(_plan(4096, 7168, 8, 62).config, WgmmaConfig)
-    for n, k in ((4096, 7168), (7168, 2048), (512, 7168)):  # EP8 gate_up and down, TP8 gate_up
+    for n, k in ((4096, 7168), (512, 7168)):  # EP8 and TP8 gate_up
         assert _plan(n, k, 16, 62).config == choose_wgmma_config(n, k, 16)
-    for k in (256, 1024):  # TP8 down, and below the measured K
-        assert not isinstance(_plan(7168, k, 16, 62).config, WgmmaConfig)
+    for k in (256, 1024, 2048):  # TP8 and EP8 down, and a K between: the decode kernel's wide tiles
+        decode = _plan(7168, k, 16, 62).config
+        assert decode == short_k_config(7168, 16) and decode.row_widths
     assert not isinstance(_plan(4096, 7168, 16, 62, arch="sm_100a").config, WgmmaConfig)
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)
@@ -104,6 +105,8 @@ def test_config_override_and_errors() -> None:
         _plan(512, 7168, 8, 100, config=dynamic)
     with pytest.raises(ChordInputError, match="capacity"):
         _plan(512, 7168, 8, -1)
+    with pytest.raises(ChordInputError, match="row_widths: expected a block of 16 tokens or more"):
+        dataclasses.replace(general_config(8), row_widths=True)
 
 
 def test_weights_with_small_scales_plan_the_one_fma_form() -> None:

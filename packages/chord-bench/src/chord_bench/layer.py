@@ -138,6 +138,8 @@ LAYER_SCENARIOS: dict[str, LayerScenario] = {
     "tp8_4096": LayerScenario(4096, "tp8"),
     "tp8_6144": LayerScenario(6144, "tp8"),
     "tp8_8192": LayerScenario(8192, "tp8"),
+    "ep8_tok5": LayerScenario(240, "ep8"),
+    "ep8_tok8": LayerScenario(384, "ep8"),
     "ep8_tok12": LayerScenario(576, "ep8"),
     "ep8_tok43": LayerScenario(2064, "ep8"),
     "ep8_tok48": LayerScenario(2304, "ep8"),

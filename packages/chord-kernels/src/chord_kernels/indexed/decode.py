@@ -46,6 +46,8 @@ class DecodeConfig:
     subnormal: bool = False
     """Dequantize with one fma per pair of weights (``PackedWeight.small_scales`` weights only; the
     planner sets it from the weight)."""
+    row_widths: bool = False
+    """Multiply only an item's token tiles up to its last real row (16-32-token blocks)."""
 
     def __post_init__(self) -> None:
         if self.block_m not in BLOCK_MS:
@@ -59,6 +61,8 @@ class DecodeConfig:
             )
         if self.schedule not in SCHEDULES:
             raise ChordInputError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
+        if self.row_widths and self.block_m == 8:
+            raise ChordInputError("row_widths: expected a block of 16 tokens or more (8-token blocks are one token tile)")
         if self.stages < 2 or self.warps < 1 or self.mt < 1 or self.ctas_per_sm < 1:
             raise ChordInputError(f"invalid decode config {self}")
 
@@ -114,6 +118,8 @@ class DecodeConfig:
     def template_args(self) -> str:
         schedule = f"chord::indexed::{SCHEDULES[self.schedule]}"
         sub = ", true" if self.subnormal else ""
+        if self.row_widths:
+            sub = f", {'true' if self.subnormal else 'false'}, true"
         return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {schedule}{sub}"
 
     def source(self) -> str:

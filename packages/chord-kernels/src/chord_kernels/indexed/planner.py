@@ -44,10 +44,13 @@ KernelConfig = DecodeConfig | WgmmaConfig
 """Configurations the planner can return (the union grows with each kernel of the family)."""
 WGMMA_MIN_BLOCK_M = 24
 """From 24-token blocks up the WGMMA kernel beats the decode kernel on sm_90a (docs/optimization.md)."""
-WGMMA_BLOCK16_MIN_K = 2048
-"""16-token blocks run on the WGMMA kernel from this K on (sm_90a): 6-13 % faster than the decode
-kernel at 5-8 rows per expert on Kimi's EP8 GEMMs and TP8's gate_up (K = 2048 and 7168), 24 %
-slower on TP8's down (K = 256: one stage per item; docs/optimization.md, session 10)."""
+WGMMA_BLOCK16_MIN_K = 4096
+"""16-token blocks run on the WGMMA kernel from this K on (sm_90a; Kimi's gate_up, K = 7168, whose
+SiLU-and-mul it fuses), below on the decode kernel's
+:func:`~chord_kernels.indexed.heuristics.short_k_config` tiles with row widths: EP8's down (K = 2048)
+6-16 % faster alone at 3.6-9 rows per expert, its layer 1-2 % (docs/optimization.md, session 35;
+session 10 had the WGMMA kernel ahead there, before the decode kernel's one-fma form, wide tiles and
+row widths). TP8's down (K = 256) was on the decode kernel already."""
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
 
 
-WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
+WGMMA_ONE_BLOCK_MIN_K = 2048
 """The one-block WGMMA items of 24 (up to ``WIDE_MIN_TOK_E`` rows per expert) and 32 tokens run on
 the WGMMA kernel from this K on; below, on the decode kernel, with ``short_k_config``'s wide tiles
 as its own 16-token blocks there (``choose_config``'s for narrow N). On TP8's down (K = 256)
@@ -236,8 +239,8 @@ def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelCon
 
 
 def _short_k_config(n: int, k: int, block_m: int, arch: str) -> KernelConfig | None:
-    """``short_k_config`` for the decode kernel's own blocks below K = 2048 on sm_90a (16 tokens;
-    24 and 32 come through :func:`_rows_config`), else None."""
+    """``short_k_config`` for the decode kernel's own blocks below :data:`WGMMA_BLOCK16_MIN_K` on
+    sm_90a (16 tokens; 24 and 32 come through :func:`_rows_config`), else None."""
     return short_k_config(n, block_m) if arch == WGMMA_ARCH and k < WGMMA_BLOCK16_MIN_K else None
 
 

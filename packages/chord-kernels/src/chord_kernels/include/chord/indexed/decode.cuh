@@ -133,11 +133,13 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
     if (static_cast<unsigned>(cur.expert) < static_cast<unsigned>(args.num_experts)) {
       const int ntile = cur.item - (cur.item / ntiles) * ntiles;
       bool real[kRows];
-      int num_real = 0;
+      int num_real = 0, rows_end = 0;
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         real[r] = cur.slot[r] >= 0 && cur.slot[r] < args.num_slots;  // rows >= kBM hold the sentinel
-        num_real += __popc(__ballot_sync(0xffffffffu, real[r]));
+        const uint32_t mask = __ballot_sync(0xffffffffu, real[r]);
+        num_real += __popc(mask);
+        if (mask != 0u) rows_end = 32 * r + 32 - __clz(mask);
       }
       const int atoms = min(Cfg::kAtomsN, n16 - ntile * Cfg::kAtomsN);
       // Run `lane` (< kRuns): one 64-channel tile row block of this CTA tile, `run_rows` atom rows.
@@ -176,6 +178,7 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
                     (kc_lo > 0 ? kPartialItem : 0);
           h.act_block = cur.block;
           h.act_kc = kc;
+          h.rows = rows_end;
         }
         __syncwarp();
         const uint32_t full = full0 + stage * 8;
@@ -226,12 +229,12 @@ struct GroupOperands {
   GroupScales sc[Cfg::kMT];  // group_scales
 };
 
-template <class Cfg, bool kFull>
+template <class Cfg, bool kFull, int kUse>
 __device__ __forceinline__ void load_group(GroupOperands<Cfg>& op, int kg, const uint8_t* const (&wrow)[Cfg::kMT],
                                            const int (&row_in_tile)[Cfg::kMT], const int (&run_rows)[Cfg::kMT],
                                            const uint8_t* act, int nkg, int lane) {
 #pragma unroll
-  for (int j = 0; j < Cfg::kNT; ++j) {
+  for (int j = 0; j < kUse; ++j) {
     // Matrix i = K columns 8i..8i+7 of the group: registers x, y are K step 0 (k 2t and 2t + 8),
     // z, w K step 1.
     ptx::ldmatrix_x4(ptx::smem_addr(act + j * 8 * Cfg::kActRowBytes + kg * 64), op.b[j].x, op.b[j].y, op.b[j].z,
@@ -250,7 +253,7 @@ __device__ __forceinline__ void load_group(GroupOperands<Cfg>& op, int kg, const
   }
 }
 
-template <class Cfg>
+template <class Cfg, int kUse>
 __device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][Cfg::kNT][4],
                                           const GroupOperands<Cfg>& op, int chain) {
 #pragma unroll
@@ -262,7 +265,7 @@ __device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][C
       const uint32_t a1 = scaled_pair<Cfg::kDequant, true>(op.w[mt].y, 8 * ks, op.sc[mt]);  // row g + 8: s_g+8
       const uint32_t a3 = scaled_pair<Cfg::kDequant, true>(op.w[mt].y, 8 * ks + 4, op.sc[mt]);
 #pragma unroll
-      for (int j = 0; j < Cfg::kNT; ++j) {
+      for (int j = 0; j < kUse; ++j) {
         mma::m16n8k16_bf16(acc[chain][mt][j], a0, a1, a2, a3, ks ? op.b[j].z : op.b[j].x,
                            ks ? op.b[j].w : op.b[j].y);
       }
@@ -273,8 +276,8 @@ __device__ __forceinline__ void mma_group(float (&acc)[Cfg::kChains][Cfg::kMT][C
 // One stage of MMAs for one consumer warp. kFull: the stage holds kBKG whole-width K groups
 // (every stage but a short last one), so shared offsets are constants plus a per-row base and
 // nothing branches inside the unrolled loop; operands of group kg + 1 are loaded while group kg
-// is dequantized and multiplied.
-template <class Cfg, bool kFull>
+// is dequantized and multiplied. Only the first kUse token tiles are multiplied (row widths).
+template <class Cfg, bool kFull, int kUse = Cfg::kNT>
 __device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][Cfg::kNT][4],
                                           const uint8_t* const (&wrow)[Cfg::kMT],
                                           const int (&row_in_tile)[Cfg::kMT],
@@ -287,20 +290,37 @@ __device__ __forceinline__ void mma_stage(float (&acc)[Cfg::kChains][Cfg::kMT][C
     for (int kg = 0; kg < Cfg::kBKG; ++kg) {
       if (!kFull && kg >= nkg) break;
       GroupOperands<Cfg> op;
-      load_group<Cfg, kFull>(op, kg, wrow, row_in_tile, run_rows, act, nkg, lane);
-      mma_group<Cfg>(acc, op, kg % Cfg::kChains);
+      load_group<Cfg, kFull, kUse>(op, kg, wrow, row_in_tile, run_rows, act, nkg, lane);
+      mma_group<Cfg, kUse>(acc, op, kg % Cfg::kChains);
     }
     return;
   }
   GroupOperands<Cfg> op[2];
-  load_group<Cfg, kFull>(op[0], 0, wrow, row_in_tile, run_rows, act, nkg, lane);
+  load_group<Cfg, kFull, kUse>(op[0], 0, wrow, row_in_tile, run_rows, act, nkg, lane);
 #pragma unroll
   for (int kg = 0; kg < Cfg::kBKG; ++kg) {
     if (!kFull && kg >= nkg) break;
     if (kg + 1 < Cfg::kBKG && (kFull || kg + 1 < nkg)) {
-      load_group<Cfg, kFull>(op[(kg + 1) % 2], kg + 1, wrow, row_in_tile, run_rows, act, nkg, lane);
+      load_group<Cfg, kFull, kUse>(op[(kg + 1) % 2], kg + 1, wrow, row_in_tile, run_rows, act, nkg, lane);
     }
-    mma_group<Cfg>(acc, op[kg % 2], kg % Cfg::kChains);
+    mma_group<Cfg, kUse>(acc, op[kg % 2], kg % Cfg::kChains);
+  }
+}
+
+// A whole K stage over the token tiles up to row `rows` (kUse from 1 up: the narrowest that holds it).
+template <class Cfg, int kUse = 1>
+__device__ __forceinline__ void mma_stage_rows(float (&acc)[Cfg::kChains][Cfg::kMT][Cfg::kNT][4], int rows,
+                                               const uint8_t* const (&wrow)[Cfg::kMT],
+                                               const int (&row_in_tile)[Cfg::kMT],
+                                               const int (&run_rows)[Cfg::kMT], const uint8_t* act, int lane) {
+  if constexpr (kUse < Cfg::kNT) {
+    if (rows <= 8 * kUse) {
+      mma_stage<Cfg, true, kUse>(acc, wrow, row_in_tile, run_rows, act, Cfg::kBKG, lane);
+    } else {
+      mma_stage_rows<Cfg, kUse + 1>(acc, rows, wrow, row_in_tile, run_rows, act, lane);
+    }
+  } else {
+    mma_stage<Cfg, true>(acc, wrow, row_in_tile, run_rows, act, Cfg::kBKG, lane);
   }
 }
 
@@ -436,8 +456,12 @@ __device__ __forceinline__ void consumer_loop(const Args& args, uint8_t* smem, i
     // ldmatrix row addresses: lane 8i + r reads token row r, K columns 8i..8i+7 of each group.
     const uint8_t* act = stage_ptr + Cfg::kStageWeightBytes + (lane % 8) * Cfg::kActRowBytes + (lane / 8) * 16;
     if (nkg == Cfg::kBKG) {
-      mma_stage<Cfg, true>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
-    } else {
+      if constexpr (Cfg::kRowWidths) {
+        mma_stage_rows<Cfg>(acc, h.rows, wrow, row_in_tile, run_rows, act, lane);
+      } else {
+        mma_stage<Cfg, true>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
+      }
+    } else {  // a short last K stage (K not a multiple of kBK) at the full width
       mma_stage<Cfg, false>(acc, wrow, row_in_tile, run_rows, act, nkg, lane);
     }
     const bool last = (flags & kLastStage) != 0;

@@ -20,7 +20,11 @@ enum Schedule : int { kStrided = 0, kDynamicCounter = 1, kBalanced = 2 };
 // pipeline stage; kStages stages in the shared-memory ring; kSchedule a Schedule; kSubnormal: every
 // scale is below 2^-5 in magnitude, so the warps dequantize with one fma per A register (dequant.cuh,
 // the pairs at bit 4 in place).
-template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, int kSchedule_, bool kSubnormal_ = false>
+// kRowWidths: an item's whole K stages multiply only the token tiles up to its last real row (the
+// routing puts a block's real rows first), so a 16-token block holding 8 rows costs the MMAs of an
+// 8-token one.
+template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, int kSchedule_, bool kSubnormal_ = false,
+          bool kRowWidths_ = false>
 struct DecodeConfig {
   static constexpr int kWarps = kWarps_;
   static constexpr int kMT = kMT_;
@@ -31,6 +35,7 @@ struct DecodeConfig {
   static constexpr Dequant kDequant = kSubnormal_ ? Dequant::kFmaInPlace : Dequant::kSubMul;
   static constexpr bool kDynamic = kSchedule_ == kDynamicCounter;
   static constexpr bool kBalancedSchedule = kSchedule_ == kBalanced;
+  static constexpr bool kRowWidths = kRowWidths_ && kBM_ > 8;
 
   static_assert(kSchedule_ >= kStrided && kSchedule_ <= kBalanced, "unknown schedule");
   static_assert(kBM % 8 == 0 && kBM <= 64, "block_m must be a multiple of 8 up to 64");
@@ -58,7 +63,8 @@ struct DecodeConfig {
     int flags;  // kFirstStage | kLastStage | kPartialItem (this CTA's part of the item)
     int act_block;  // routing block and K chunk of the activations in the slot (producer only)
     int act_kc;
-    int pad[2];
+    int rows;  // real rows of the block: the last one's index + 1
+    int pad;
     int slots[kBM];  // flat slot of each token row (>= num_slots: padding)
     float weights[kBM];  // top-k weight of each token row (1 without top-k weights)
   };
