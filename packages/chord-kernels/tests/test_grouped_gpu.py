@@ -60,6 +60,7 @@ def test_contiguous_matches_reference(case: tuple) -> None:
 MASKED = [  # name, experts, N, K, max_m, counts ("uniform" draws 0..max_m; else explicit edges)
     ("ep8_gate_up_decode", 48, 4096, 7168, 24, "uniform"),
     ("ep8_down_prefill", 48, 7168, 2048, 160, "uniform"),
+    ("ep8_down_decode_bm16_row_widths", 48, 7168, 2048, 16, "uniform"),  # ~8 rows per group: 16-token blocks
     ("edges", 6, 264, 1056, 40, "edges"),
     ("bm32_edges", 6, 640, 4128, 40, "edges"),  # 16 rows per group: 32-token blocks, a short last K stage, partial N tile
     ("bm48", 6, 512, 4128, 88, "edges"),  # 32 rows per group: 48-token blocks

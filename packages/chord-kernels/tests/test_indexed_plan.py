@@ -73,15 +73,16 @@ def test_kimi_decode_plans() -> None:
     assert _plan(4096, 7168, 64, 6000, arch="sm_100a").config == general_config(64)
 
 
-def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_4096() -> None:
+def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() -> None:
     from chord_kernels.indexed import WgmmaConfig, choose_wgmma_config
 
     assert not isinstance(_plan(4096, 7168, 8, 62).config, WgmmaConfig)
-    for n, k in ((4096, 7168), (512, 7168)):  # EP8 and TP8 gate_up
+    for n, k in ((4096, 7168), (512, 7168), (512, 2048), (7168, 4096)):  # EP8 and TP8 gate_up, narrow N
         assert _plan(n, k, 16, 62).config == choose_wgmma_config(n, k, 16)
-    for k in (256, 1024, 2048):  # TP8 and EP8 down, and a K between: the decode kernel's wide tiles
+    for k in (256, 1024, 2048, 4064):  # TP8 and EP8 down, and K between: the decode kernel's wide tiles
         decode = _plan(7168, k, 16, 62).config
         assert decode == short_k_config(7168, 16) and decode.row_widths
+    assert not isinstance(_plan(512, 1024, 16, 62).config, WgmmaConfig)  # below K = 2048
     assert not isinstance(_plan(4096, 7168, 16, 62, arch="sm_100a").config, WgmmaConfig)
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)

@@ -47,6 +47,8 @@ TCASES = [
     # 224 consumer registers): 150 rows, experts past 168 rows in two items.
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
+    # EP8's down at 16-token blocks: the decode kernel's wide tiles with row widths (blocks of 1-16 rows).
+    TCase(Case("ep8_down_bm16_row_widths", 48, 7168, 2048, 300, 8, block_m=16, routing="mapped"), False),
     # Runs of N tiles over a resident activation tile (K <= 256; their epilogue-sum twin takes items
     # of one N tile): the planned TP8 down on 64 x 2 items, and runs of three over two N tiles
     # (N = 264) under an expert map, both in routing order too (the resident tile by tensor copies).

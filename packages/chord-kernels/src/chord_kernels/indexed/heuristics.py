@@ -155,7 +155,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     Poisson(tok_e) number of rows on an expert; an expert with more rows than ``block_m`` streams
     its weights once per block, so block_m is the smallest tile with a small overflow chance. Up
     to 9 rows per expert the decode kernel's 8- and 16-token blocks (16-token blocks run on the
-    WGMMA kernel from K = 4096 on sm_90a: ``planner.WGMMA_BLOCK16_MIN_K``); above, on sm_90a, the WGMMA
+    WGMMA kernel from K = 2048 on sm_90a, ``planner.WGMMA_BLOCK16_MIN_K``, except wide N below K = 4096,
+    ``planner.WIDE_BLOCK16_MAX_K``); above, on sm_90a, the WGMMA
     kernel's tiles (any multiple of 8): 24 up to :data:`NARROW_MAX_TOK_E` (:data:`NARROW_MANY_MAX_TOK_E`
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32, and 32 up to
     :data:`MANY_32_MAX_TOK_E` from :data:`MANY_EXPERTS` experts; where it is :data:`PREFILL_BLOCK`,
@@ -250,7 +251,7 @@ SHORT_K_WIDE_MIN_N = 4096
 def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
     """The decode kernel's configuration for 16-32-token blocks where the planner gives it GEMMs of
     short K on sm_90a (below ``planner.WGMMA_ONE_BLOCK_MIN_K``, and for 16-token blocks below
-    ``planner.WGMMA_BLOCK16_MIN_K``: TP8's down, K = 256, one stage per item, so the per-item work
+    ``planner.WIDE_BLOCK16_MAX_K``: TP8's down, K = 256, one stage per item, so the per-item work
     around the MMAs weighs; EP8's down, K = 2048, at 16-token blocks), or None (N below
     :data:`SHORT_K_WIDE_MIN_N`: :func:`choose_config`'s). Wider N tiles than :func:`choose_config`'s
     128 channels, in a strided order: 256 channels (4 warps x 4 atoms) at two CTAs per SM for 16-

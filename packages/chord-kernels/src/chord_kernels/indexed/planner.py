@@ -44,13 +44,18 @@ KernelConfig = DecodeConfig | WgmmaConfig
 """Configurations the planner can return (the union grows with each kernel of the family)."""
 WGMMA_MIN_BLOCK_M = 24
 """From 24-token blocks up the WGMMA kernel beats the decode kernel on sm_90a (docs/optimization.md)."""
-WGMMA_BLOCK16_MIN_K = 4096
-"""16-token blocks run on the WGMMA kernel from this K on (sm_90a; Kimi's gate_up, K = 7168, whose
-SiLU-and-mul it fuses), below on the decode kernel's
-:func:`~chord_kernels.indexed.heuristics.short_k_config` tiles with row widths: EP8's down (K = 2048)
-6-16 % faster alone at 3.6-9 rows per expert, its layer 1-2 % (docs/optimization.md, session 35;
-session 10 had the WGMMA kernel ahead there, before the decode kernel's one-fma form, wide tiles and
-row widths). TP8's down (K = 256) was on the decode kernel already."""
+WGMMA_BLOCK16_MIN_K = 2048
+"""16-token blocks run on the WGMMA kernel from this K on (sm_90a; except below
+:data:`WIDE_BLOCK16_MAX_K`): 6-13 % faster than the decode kernel at 5-8 rows per expert on Kimi's
+EP8 GEMMs and TP8's gate_up (K = 2048 and 7168), 24 % slower on TP8's down (K = 256: one stage per
+item; docs/optimization.md, session 10)."""
+WIDE_BLOCK16_MAX_K = 4096
+"""Below this K, 16-token blocks with the decode kernel's wide tiles (N from
+:data:`~chord_kernels.indexed.heuristics.SHORT_K_WIDE_MIN_N`) run there, with row widths: EP8's down
+(K = 2048) 6-16 % faster alone than on the WGMMA kernel at 3.6-9 rows per expert, its layer 1-2 %
+(docs/optimization.md, session 35: the decode kernel's one-fma form, wide tiles and row widths came
+after session 10's measurement). Kimi's gate_up (K = 7168, whose SiLU-and-mul the WGMMA kernel fuses)
+stays on the WGMMA kernel: on the decode kernel its layer was 2-17 % slower."""
 
 
 @dataclass(frozen=True)
@@ -176,13 +181,14 @@ def cached_plan(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch:
     return _launch(config or _choose(n, k, block_m, capacity, num_sms, arch), n, capacity, num_sms)
 
 
-def _uses_wgmma(block_m: int, k: int, arch: str) -> bool:
-    return arch == WGMMA_ARCH and (block_m >= WGMMA_MIN_BLOCK_M or (block_m == 16 and k >= WGMMA_BLOCK16_MIN_K))
+def _uses_wgmma(n: int, k: int, block_m: int, arch: str) -> bool:
+    return arch == WGMMA_ARCH and (block_m >= WGMMA_MIN_BLOCK_M or (
+        block_m == 16 and k >= WGMMA_BLOCK16_MIN_K and _short_k_config(n, k, block_m, arch) is None))
 
 
 def _choose(n: int, k: int, block_m: int, capacity: int, num_sms: int, arch: str) -> KernelConfig:
     """The kernel configuration for a shape (the branch point of the family's kernels)."""
-    if _uses_wgmma(block_m, k, arch):
+    if _uses_wgmma(n, k, block_m, arch):
         return _rows_config(n, k, block_m, None)
     wide = _short_k_config(n, k, block_m, arch)
     if wide is not None:
@@ -217,7 +223,7 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
 
 
-WGMMA_ONE_BLOCK_MIN_K = 2048
+WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
 """The one-block WGMMA items of 24 (up to ``WIDE_MIN_TOK_E`` rows per expert) and 32 tokens run on
 the WGMMA kernel from this K on; below, on the decode kernel, with ``short_k_config``'s wide tiles
 as its own 16-token blocks there (``choose_config``'s for narrow N). On TP8's down (K = 256)
@@ -239,9 +245,9 @@ def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelCon
 
 
 def _short_k_config(n: int, k: int, block_m: int, arch: str) -> KernelConfig | None:
-    """``short_k_config`` for the decode kernel's own blocks below :data:`WGMMA_BLOCK16_MIN_K` on
+    """``short_k_config`` for the decode kernel's own blocks below :data:`WIDE_BLOCK16_MAX_K` on
     sm_90a (16 tokens; 24 and 32 come through :func:`_rows_config`), else None."""
-    return short_k_config(n, block_m) if arch == WGMMA_ARCH and k < WGMMA_BLOCK16_MIN_K else None
+    return short_k_config(n, block_m) if arch == WGMMA_ARCH and k < WIDE_BLOCK16_MAX_K else None
 
 
 def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> KernelConfig | None:
@@ -250,7 +256,7 @@ def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> Ke
     up to ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
     GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``), else None. Only 24-token blocks
     depend on it: every other block size returns None at once (``gemm`` asks on every launch)."""
-    if block_m != WIDE_BLOCK or not _uses_wgmma(block_m, k, arch):
+    if block_m != WIDE_BLOCK or not _uses_wgmma(n, k, block_m, arch):
         return None
     cfg = _rows_config(n, k, block_m, tok_e)
     return None if cfg == _rows_config(n, k, block_m, None) else cfg
@@ -261,7 +267,7 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     """Every configuration :func:`plan` may return for this shape, whatever the routing capacity
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
-    if _uses_wgmma(block_m, k, arch):
+    if _uses_wgmma(n, k, block_m, arch):
         return tuple(dict.fromkeys(_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
     wide = _short_k_config(n, k, block_m, arch)
     if wide is not None:
