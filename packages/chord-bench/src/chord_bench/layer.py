@@ -151,7 +151,8 @@ LAYER_SCENARIOS: dict[str, LayerScenario] = {
 """Scenario id -> batch. EP: the GEMM harness's ep8_tok* rows per expert, as whole layers; DeepEP
 low latency: its ep8_masked* rows (48 x m over the 48 experts) in 256-row buffers, and once in the
 buffers of vLLM's defaults (256 tokens per rank x 8 dispatchers). tp8_2304, ep8_tok48 and
-ep8_masked48 (48 rows per expert) sit where the routing block is ``PREFILL_BLOCK_STAND_IN``."""
+ep8_masked48 (48 rows per expert) sit where the routing block is ``PREFILL_BLOCK_STAND_IN``;
+ep8_tok5 and ep8_tok8 where it is 16 tokens (the down on the decode kernel with row widths)."""
 TOLERANCE = 2e-2
 """Relative Frobenius error against the reference above which a layer's output is wrong."""
 HUMMING_STEPS: dict[str, tuple[str, ...]] = {
