@@ -13,6 +13,7 @@ from chord_kernels.formats import random_quantized
 from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
+from chord_kernels.indexed.planner import config_for_rows, configs_for, silu_mul_twin
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
     WorkspaceLayout,
@@ -83,6 +84,16 @@ def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() 
         decode = _plan(7168, k, 16, 62).config
         assert decode == short_k_config(7168, 16) and decode.row_widths
     assert not isinstance(_plan(512, 1024, 16, 62).config, WgmmaConfig)  # below K = 2048
+    # Up to 6 expected rows per expert the gate_up's 16-token blocks take the decode kernel's wide
+    # tiles too (wide N only), with SiLU-and-mul fused there and not on its other tiles.
+    low = config_for_rows(4096, 7168, 16, "sm_90a", indexed.planner.DECODE_BLOCK16_MAX_TOK_E)
+    assert low == short_k_config(4096, 16) and low in configs_for(4096, 7168, 16, "sm_90a")
+    assert config_for_rows(4096, 7168, 16, "sm_90a", 6.5) is None
+    assert config_for_rows(512, 7168, 16, "sm_90a", 2.0) is None and config_for_rows(7168, 2048, 16, "sm_90a", 2.0) is None
+    assert silu_mul_twin(low, 4096) == dataclasses.replace(low, silu_mul=True)
+    assert silu_mul_twin(dataclasses.replace(choose_config(4096, 7168, 8), schedule="strided"), 4096) is None
+    assert silu_mul_twin(choose_config(4096, 7168, 8), 4096) is None  # balanced: items split along K
+    assert silu_mul_twin(choose_wgmma_config(4096, 7168, 16), 4096).silu_mul
     assert not isinstance(_plan(4096, 7168, 16, 62, arch="sm_100a").config, WgmmaConfig)
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)

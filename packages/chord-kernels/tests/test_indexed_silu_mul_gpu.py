@@ -1,5 +1,6 @@
 """``gemm(..., activation="silu")`` on an H200: SiLU-and-mul fused into the WGMMA kernel's epilogue
-(each warpgroup's two tiles are the gate and up channels of the same outputs) against the two-step
+(each warpgroup's two tiles are the gate and up channels of the same outputs) and the decode
+kernel's (pairs of gate and up warps) against the two-step
 path (plain GEMM, then ``ops.silu_and_mul``: bit-identical) and against the reference; the shapes
 that keep the two steps; poisoned outputs, ragged routing, expert_map, graph replay."""
 
@@ -15,7 +16,9 @@ from test_indexed_gpu import Case, _rel_err, _routing, _weights
 import chord_kernels
 from chord_kernels import reference
 from chord_kernels.errors import ChordInputError
-from chord_kernels.indexed import gemm, plan, routing_capacity
+from chord_kernels.indexed import choose_config, gemm, plan, routing_capacity
+from chord_kernels.indexed.decode import DecodeConfig
+from chord_kernels.indexed.planner import silu_mul_twin
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.jit import CudaKernel, i32
 from chord_kernels.ops import silu_and_mul
@@ -60,7 +63,7 @@ def test_epilogue_silu_matches_ieee_and_torch_for_every_bf16() -> None:
 class SCase:
     case: Case
     fused: bool  # whether the planned kernel fuses the activation
-    config: WgmmaConfig | None = None  # None: the planner's
+    config: WgmmaConfig | DecodeConfig | None = None  # None: the planner's
 
 
 SCASES = [
@@ -94,10 +97,20 @@ SCASES = [
           WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104, silu_mul=True)),
     # 16-token blocks from K = 2048 run on the WGMMA kernel (fused).
     SCase(Case("wgmma_bm16", 48, 4096, 7168, 160, 1, block_m=16), True),
-    # Two steps: I not a multiple of 64, and the decode kernel's blocks.
+    # The decode kernel's pairs of gate and up warps: its 16-token wide tiles with row widths (strided)
+    # below K = 2048; row widths under an expert map with a short last K stage (I = 256: two N tiles);
+    # the strided twin of the 8-token wide tiles; 512-channel tiles of eight warps, dynamic schedule.
+    SCase(Case("decode_bm16_k1024", 48, 4096, 1024, 160, 1, block_m=16), True),
+    SCase(Case("decode_bm16_rows_expert_map", 16, 512, 2080, 200, 4, block_m=16, routing="mapped"), True,
+          DecodeConfig(block_m=16, mt=4, stages=2, ctas_per_sm=2, row_widths=True, silu_mul=True)),
+    SCase(Case("decode_bm8_strided", 48, 4096, 7168, 160, 1), True,
+          dataclasses.replace(choose_config(4096, 7168, 8), schedule="strided", silu_mul=True)),
+    SCase(Case("decode_bm32_dynamic", 6, 1024, 1056, 40, 3, block_m=32), True,
+          DecodeConfig(block_m=32, warps=8, mt=4, stages=2, ctas_per_sm=1, schedule="dynamic", silu_mul=True)),
+    # Two steps: I not a multiple of 64, and the decode kernel's other tiles (the planner fuses only
+    # the wide 16-token ones; the balanced schedule splits items along K).
     SCase(Case("i_not_multiple_of_64", 6, 264, 2048, 40, 2, block_m=32), False),
     SCase(Case("decode_bm8", 48, 4096, 7168, 160, 1, block_m=8), False),
-    SCase(Case("decode_bm16_k1024", 48, 4096, 1024, 160, 1, block_m=16), False),
 ]
 
 
@@ -112,7 +125,7 @@ def test_silu_mul_matches_two_steps_and_reference(scase: SCase) -> None:
     args = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     launch = plan(pw, block_m=case.block_m, capacity=routing_capacity(r.sorted_token_ids, r.expert_ids, case.block_m),
                   config=scase.config)
-    assert (isinstance(launch.config, WgmmaConfig) and launch.config.fits_silu_mul(case.n)) == scase.fused
+    assert (silu_mul_twin(launch.config, case.n) is not None) == scase.fused
     a = torch.randn(case.rows, case.k, generator=gen, device="cuda").to(torch.bfloat16)
     slots = case.rows * case.top_k
     outs = []

@@ -3,6 +3,7 @@
 study): one GEMM at a time, two variants of its configuration interleaved in one process, three
 timings, bit for bit (gate_up with SiLU fused, down with top-k weights). argv: STUDY precompile
 [threads] | STUDY time. Studies:
+  gusilu gate_up's 16-token blocks with SiLU-and-mul fused: WGMMA against the decode kernel (session 35's last)
   gu16   gate_up's 16-token blocks on the decode kernel against the WGMMA kernel
   rw2    the plan with row widths (session 35) against the WGMMA kernel and decode tiles without them
   rw     16-32-token blocks on the decode kernel with row widths against the plan
@@ -91,7 +92,17 @@ def rw2_variants(case, bm, c):
     return out
 
 
+def gusilu_variants(case, bm, c):
+    """gate_up's 16-token blocks, SiLU-and-mul fused: the WGMMA kernel (planned) against the decode
+    kernel's wide tiles with row widths (pairs of gate and up warps)."""
+    from chord_kernels.indexed.heuristics import short_k_config
+    return {"old": dataclasses.replace(c, subnormal=True),
+            "dec": dataclasses.replace(short_k_config(case[2], bm), subnormal=True)}
+
+
 STUDIES = {
+    # gate_up's 16-token blocks with SiLU-and-mul fused, WGMMA against the decode kernel's pairs of warps
+    "gusilu": (ep8((3.6, 4, 5, 6, 8, 9), ("gu",)), lambda c: True, gusilu_variants),
     # gate_up's 16-token blocks on the decode kernel (strided, row widths) against the WGMMA kernel
     "gu16": (ep8((6, 7, 8, 9), ("gu",)) + tp8((256, 384), "gu"), lambda c: True, rw2_variants),
     # the plan with row widths against the WGMMA kernel and the decode tiles without them, 16-32-token blocks
@@ -130,7 +141,7 @@ def variants(case, bm, cfg):
 
 
 def fused(case, cfg):
-    gu = FUSED and case[0].endswith("gu") and isinstance(cfg, W.WgmmaConfig) and cfg.fits_silu_mul(case[2])
+    gu = FUSED and case[0].endswith("gu") and cfg.fits_silu_mul(case[2])
     return dataclasses.replace(cfg, silu_mul=True) if gu else cfg
 
 

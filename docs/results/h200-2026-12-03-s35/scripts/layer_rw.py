@@ -7,13 +7,15 @@ one process, three timings, every output compared against the first mode's. Mode
 constants and clear its caches before each call (a call is captured once in a CUDA graph).
 EP8: moe_experts over 384 global experts with an expert map (48 local, top-k 8); DeepEP low latency:
 gemm_masked over 48 x 256-row buffers; TP8: moe_experts, 384 experts. argv: precompile [threads] | time
-[final] (final: the cases run on the final code, whose short-K tiles have row widths at 16 tokens only).
+[final | fused] (final: the cases run on the code of 79e5528, whose short-K tiles have row widths at 16
+tokens only; fused: the decode kernel's fused SiLU-and-mul for gate_up's 16-token blocks).
 The planner of before is put back by set_mode("old") whatever the code's own rule."""
 import dataclasses, json, math, os, sys
 
 import chord_kernels.indexed.heuristics as H
 import chord_kernels.indexed.planner as P
-from chord_kernels.indexed.api import _silu_mul_twin, _tma_rows_twin
+from chord_kernels.indexed.api import _tma_rows_twin
+from chord_kernels.indexed.planner import silu_mul_twin as _silu_mul_twin
 from chord_kernels.indexed.heuristics import choose_block_m
 
 _short = H.short_k_config
@@ -24,12 +26,13 @@ def set_mode(m):
     tiles without row widths); new: this session's (``planner.WIDE_BLOCK16_MAX_K``, row widths at 16
     tokens); dec24: the first version of this session's rule (row widths at 16-32 tokens) with EP8's
     one-block 24-token downs (K = 2048) on the decode kernel too; all16: that version with 16-token
-    blocks on the decode kernel at every K (EP8's gate_up too)."""
+    blocks on the decode kernel at every K (EP8's gate_up too); fused16: the final rule with 16-token
+    blocks on the decode kernel at every K, gate_up with its SiLU-and-mul fused (pairs of warps)."""
     first = m in ("dec24", "all16")
-    P.WIDE_BLOCK16_MAX_K = {"old": 2048, "all16": 8192}.get(m, 4096)
+    P.WIDE_BLOCK16_MAX_K = {"old": 2048, "all16": 8192, "fused16": 8192}.get(m, 4096)
     P.WGMMA_ONE_BLOCK_MIN_K = 4096 if m == "dec24" else 2048
     P.DECODE_ONE_BLOCK_MS = (24,) if m == "dec24" else (24, 32)
-    P.short_k_config = (_short if m == "new" else
+    P.short_k_config = (_short if m in ("new", "fused16") else
                         lambda n, bm: (c := _short(n, bm)) and dataclasses.replace(c, row_widths=first))
     P.cached_plan.cache_clear()
     P.configs_for.cache_clear()
@@ -41,7 +44,10 @@ CASES = ([(f"ep8_tok{t}_s{s}", "ep8", t, s, ("old", "new", "all16")) for t in (4
          + [(f"ll_m{t}_s{s}", "ll", t, s, ("old", "new", "all16")) for t in (5, 8) for s in (0, 1)]
          + [(f"ll_m{t}_s{s}", "ll", t, s, ("old", "dec24")) for t in (12,) for s in (0, 1)]
          + [(f"tp8_{m}_s{s}", "tp8", m, s, ("old", "new")) for m in (256, 384, 512, 768, 1024) for s in (0, 1)])
-if "final" in sys.argv[2:]:  # the final code (row widths at 16-token blocks only)
+if "fused" in sys.argv[2:]:  # gate_up's 16-token blocks on the decode kernel with SiLU-and-mul fused
+    CASES = ([(f"ep8_tok{t}_s{s}", "ep8", t, s, ("old", "new", "fused16")) for t in (3.6, 4, 5, 6, 7, 8, 9) for s in (4, 5)]
+             + [(f"ll_m{t}_s{s}", "ll", t, s, ("old", "new", "fused16")) for t in (4, 5, 8) for s in (4, 5)])
+elif "final" in sys.argv[2:]:  # the final code (row widths at 16-token blocks only)
     CASES = ([(f"ep8_tok{t}_s{s}", "ep8", t, s, ("old", "new")) for t in (4, 5, 6, 7, 8, 9) for s in (2, 3)]
              + [(f"ll_m{t}_s{s}", "ll", t, s, ("old", "new")) for t in (5, 8) for s in (2, 3)]
              + [(f"tp8_{m}_s{s}", "tp8", m, s, ("old", "new")) for m in (192, 256, 384) for s in (2, 3)])
@@ -52,7 +58,7 @@ def geometry(kind, t):
     """(local experts, N13, K2 = I, tokens, top_k, global experts)"""
     if kind == "tp8":
         return 384, 2 * I // 8, I // 8, t, 8, 384
-    return 48, 2 * I, I, 48 * t, (8 if kind == "ep8" else 1), (384 if kind == "ep8" else 48)
+    return 48, 2 * I, I, round(48 * t), (8 if kind == "ep8" else 1), (384 if kind == "ep8" else 48)
 
 
 def block_of(kind, t):
@@ -154,4 +160,4 @@ for name, kind, t, seed, modes in CASES:
     print(f"{name:14s} bm={bm:3d} max rows {max_rows:4d} {modes[0]} " + " ".join(f"{x[modes[0]]:7.1f}" for x in runs)
           + "".join(f" | {m} " + " ".join(f"{x[m] / x[modes[0]] - 1:+.1%}" for x in runs) for m in modes[1:])
           + ("" if same else f" diff {err:.1e}") + (" NAN" if nan else ""), flush=True)
-    json.dump(res, open(f"{OUT}/layer_rw{'_final' if 'final' in sys.argv[2:] else ''}.json", "w"), indent=1)
+    json.dump(res, open(f"{OUT}/layer_rw{''.join('_' + a for a in sys.argv[2:] if a in ('final', 'fused'))}.json", "w"), indent=1)

@@ -39,6 +39,7 @@ from chord_kernels.indexed.planner import (
     plan_for_weight,
     routing_capacity,
     shape_workspace_bytes,
+    silu_mul_twin,
     weight_config,
 )
 from chord_kernels.indexed.wgmma import WgmmaConfig
@@ -325,7 +326,7 @@ def check_activation(activation: object, weight: PackedWeight, topk_weights: tor
     if activation is not None and topk_weights is not None:
         raise ChordInputError(f"activation={activation!r} with topk_weights: the top-k weight belongs to the "
                               "down GEMM, after the activation")
-    fused = isinstance(config, WgmmaConfig) and config.silu_mul
+    fused = config is not None and config.silu_mul
     if fused and (activation is None or not config.fits_silu_mul(weight.n)):
         raise ChordInputError(f"config: {config} fuses SiLU-and-mul; expected activation='silu' and N a "
                               f"multiple of 128, got activation={activation!r}, N={weight.n}")
@@ -425,7 +426,7 @@ def run_gemm(
                               f"{launch.config.bk}, got K={weight.k}")
     target = out  # what the kernel writes
     if activation:
-        fused = _silu_mul_twin(launch.config, weight.n)
+        fused = silu_mul_twin(launch.config, weight.n)
         if fused is not None:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
         else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
@@ -458,15 +459,6 @@ def run_gemm(
 
 
 @functools.lru_cache(maxsize=256)
-def _silu_mul_twin(config: KernelConfig, n: int) -> WgmmaConfig | None:
-    """The configuration that fuses SiLU-and-mul into ``config``'s kernel for ``n`` weight rows
-    (``config`` itself if it does), or None where the activation runs as a second step."""
-    if isinstance(config, WgmmaConfig) and config.fits_silu_mul(n):
-        return dataclasses.replace(config, silu_mul=True)
-    return None
-
-
-@functools.lru_cache(maxsize=256)
 def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
     """The configuration loading whole routing blocks with tensor copies where ``config`` is a
     WGMMA one (the decode kernel gathers rows whatever their order: ``config`` itself)."""
@@ -490,7 +482,7 @@ def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int
     check_activation(activation, weight, None, None)
     for planned in configs_for(weight.n, weight.k, block_m, arch):
         cfg = _tma_rows_twin(planned) if block_rows else planned
-        fused = _silu_mul_twin(cfg, weight.n) if activation else None
+        fused = silu_mul_twin(cfg, weight.n) if activation else None
         for launched in (weight_config(c, weight) for c in ((cfg,) if fused is None else (cfg, fused))):
             launched.kernel().prepare(dev, smem=launched.per_cta_budget())  # every plan's smem fits the budget
     if activation:

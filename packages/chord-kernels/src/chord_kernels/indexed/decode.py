@@ -47,7 +47,11 @@ class DecodeConfig:
     """Dequantize with one fma per pair of weights (``PackedWeight.small_scales`` weights only; the
     planner sets it from the weight)."""
     row_widths: bool = False
-    """Multiply only an item's token tiles up to its last real row (16-32-token blocks)."""
+    """Multiply only an item's token tiles up to its last real row (16-64-token blocks)."""
+    silu_mul: bool = False
+    """Fused SiLU-and-mul: the weight is ``[gate | up]`` (N = 2I) and the output ``silu(gate) * up``
+    (``[slots, I]``); the first half of the warps take gate channels, the second half the same
+    channels of up (:meth:`fits_silu_mul`; not with the balanced schedule, which splits items)."""
 
     def __post_init__(self) -> None:
         if self.block_m not in BLOCK_MS:
@@ -63,6 +67,9 @@ class DecodeConfig:
             raise ChordInputError(f"schedule: expected one of {list(SCHEDULES)}, got {self.schedule!r}")
         if self.row_widths and self.block_m == 8:
             raise ChordInputError("row_widths: expected a block of 16 tokens or more (8-token blocks are one token tile)")
+        if self.silu_mul and (self.schedule == "balanced" or self.warps % 2 or (self.warps * self.mt // 2) % TILE_ROWS):
+            raise ChordInputError(f"silu_mul: expected the strided or dynamic schedule and an even number of warps "
+                                  f"holding whole {ATOM_N * TILE_ROWS}-channel tiles of gate and of up, got {self}")
         if self.stages < 2 or self.warps < 1 or self.mt < 1 or self.ctas_per_sm < 1:
             raise ChordInputError(f"invalid decode config {self}")
 
@@ -102,6 +109,14 @@ class DecodeConfig:
         """Shared memory one CTA may use so that ``ctas_per_sm`` of them fit on an SM."""
         return SMEM_PER_SM // self.ctas_per_sm - SMEM_RESERVED_PER_CTA
 
+    def fits_silu_mul(self, n: int) -> bool:
+        """Whether SiLU-and-mul can be fused for a ``[gate | up]`` weight of ``n`` rows: each N tile
+        holds half of its channels from gate and half from up, so I = n / 2 must be a multiple of
+        half the tile (and of 8: whole 16-byte output chunks)."""
+        half = self.warps * self.mt // 2
+        return (self.schedule != "balanced" and self.warps % 2 == 0 and half % TILE_ROWS == 0
+                and n % self.block_n == 0 and n >= self.block_n)
+
     def ntiles(self, n: int) -> int:
         """N tiles of a GEMM with ``n`` output channels (work items per routing block)."""
         return math.ceil(math.ceil(n / ATOM_N) / (self.warps * self.mt))
@@ -117,9 +132,10 @@ class DecodeConfig:
 
     def template_args(self) -> str:
         schedule = f"chord::indexed::{SCHEDULES[self.schedule]}"
-        sub = ", true" if self.subnormal else ""
-        if self.row_widths:
-            sub = f", {'true' if self.subnormal else 'false'}, true"
+        flags = (self.subnormal, self.row_widths, self.silu_mul)
+        while flags and not flags[-1]:  # the template's defaults
+            flags = flags[:-1]
+        sub = "".join(f", {str(f).lower()}" for f in flags)
         return f"{self.warps}, {self.mt}, {self.block_m}, {self.bk}, {self.stages}, {schedule}{sub}"
 
     def source(self) -> str:

@@ -55,7 +55,13 @@ WIDE_BLOCK16_MAX_K = 4096
 (K = 2048) 6-16 % faster alone than on the WGMMA kernel at 3.6-9 rows per expert, its layer 1-2 %
 (docs/optimization.md, session 35: the decode kernel's one-fma form, wide tiles and row widths came
 after session 10's measurement). Kimi's gate_up (K = 7168, whose SiLU-and-mul the WGMMA kernel fuses)
-stays on the WGMMA kernel: on the decode kernel its layer was 2-17 % slower."""
+stays on the WGMMA kernel above :data:`DECODE_BLOCK16_MAX_TOK_E` rows per expert."""
+DECODE_BLOCK16_MAX_TOK_E = 6.0
+"""Up to this many expected rows per expert, 16-token blocks from :data:`WIDE_BLOCK16_MAX_K` on
+(Kimi's gate_up, K = 7168) run the decode kernel's wide tiles with row widths and SiLU-and-mul fused
+in pairs of gate and up warps: the GEMM 6-13 % faster than the WGMMA kernel's at 3.6-5 rows per
+expert, 2-4 % at 6-8, 1-3 % slower at 9; the layer 4-8 % faster at 3.6-5 rows (EP8 and DeepEP low
+latency), 1-6 % at 6, level to 2 % slower at 7-9 (docs/optimization.md, session 35)."""
 
 
 @dataclass(frozen=True)
@@ -254,8 +260,11 @@ def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> Ke
     """The configuration :func:`plan` would pick knowing the expected rows per expert ``tok_e``,
     where that differs from its default (at 24-token blocks: items of one block, two for gate_up,
     up to ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
-    GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``), else None. Only 24-token blocks
-    depend on it: every other block size returns None at once (``gemm`` asks on every launch)."""
+    GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``; at 16-token blocks the decode
+    kernel's wide tiles up to :data:`DECODE_BLOCK16_MAX_TOK_E` rows), else None. Only 16- and 24-token
+    blocks depend on it: every other block size returns None at once (``gemm`` asks on every launch)."""
+    if block_m == 16 and tok_e <= DECODE_BLOCK16_MAX_TOK_E and _uses_wgmma(n, k, block_m, arch):
+        return short_k_config(n, block_m)  # None where N has no wide tiles
     if block_m != WIDE_BLOCK or not _uses_wgmma(n, k, block_m, arch):
         return None
     cfg = _rows_config(n, k, block_m, tok_e)
@@ -268,7 +277,8 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
     if _uses_wgmma(n, k, block_m, arch):
-        return tuple(dict.fromkeys(_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)))
+        found = [_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)]
+        return tuple(dict.fromkeys([*found, *filter(None, [config_for_rows(n, k, block_m, arch, 0.0)])]))
     wide = _short_k_config(n, k, block_m, arch)
     if wide is not None:
         return (wide,)
@@ -308,6 +318,19 @@ KIMI_GATE_UP = ((4096, 7168), (512, 7168))
 """The gate_up GEMMs among them (``fused_moe`` runs them with SiLU-and-mul fused)."""
 
 
+@functools.lru_cache(maxsize=256)
+def silu_mul_twin(config: KernelConfig, n: int) -> KernelConfig | None:
+    """The configuration that fuses SiLU-and-mul into ``config``'s kernel for ``n`` weight rows
+    (``config`` itself if it does), or None where the activation runs as a second step: the WGMMA
+    kernel's where it fits; the decode kernel's on its wide 16-token tiles with row widths, where
+    it was measured (docs/optimization.md, session 35), and two steps elsewhere."""
+    if config.silu_mul:
+        return config
+    if config.fits_silu_mul(n) and (isinstance(config, WgmmaConfig) or config.row_widths):
+        return dataclasses.replace(config, silu_mul=True)
+    return None
+
+
 def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
     """Every configuration the Kimi shapes can launch at any block size, with the fused SiLU-and-mul
     twins of the gate_up ones, and the one-fma twin of each (what ``precompile`` builds)."""
@@ -317,8 +340,9 @@ def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
         for n, k in KIMI_SHAPES:
             for cfg in configs_for(n, k, block_m, arch):
                 found[cfg] = None
-                if (n, k) in KIMI_GATE_UP and isinstance(cfg, WgmmaConfig) and cfg.fits_silu_mul(n):
-                    found[dataclasses.replace(cfg, silu_mul=True)] = None
+                fused = silu_mul_twin(cfg, n) if (n, k) in KIMI_GATE_UP else None
+                if fused is not None:
+                    found[fused] = None
     # Weights whose scales are all below 2^-5 run the one-fma twins.
     return [*found, *(_subnormal_twin(c) for c in found)]
 

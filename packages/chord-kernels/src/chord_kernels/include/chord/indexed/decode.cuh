@@ -41,7 +41,7 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int kgroups = args.k / kAtomK;
   const int num_kc = (kgroups + Cfg::kBKG - 1) / Cfg::kBKG;
-  const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;
+  const int ntiles = (n16 + Cfg::kAtomsN - 1) / Cfg::kAtomsN;  // with kSiluMul, of gate and up halves
   const bool compacted = args.list_cap > 0;
   const bool weighted = args.topk_weights != nullptr;
   // This CTA's items [first_item, end_item); with the balanced schedule the first one starts at
@@ -141,10 +141,10 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
         num_real += __popc(mask);
         if (mask != 0u) rows_end = 32 * r + 32 - __clz(mask);
       }
-      const int atoms = min(Cfg::kAtomsN, n16 - ntile * Cfg::kAtomsN);
+      const int atoms = Cfg::kSiluMul ? Cfg::kAtomsN : min(Cfg::kAtomsN, n16 - ntile * Cfg::kAtomsN);
       // Run `lane` (< kRuns): one 64-channel tile row block of this CTA tile, `run_rows` atom rows.
-      const int run_row0 = ntile * Cfg::kAtomsN + lane * kTileRows;
-      const int run_rows = min(kTileRows, n16 - run_row0);
+      const int run_row0 = Cfg::run_row0(ntile, lane, n16);
+      const int run_rows = Cfg::kSiluMul ? kTileRows : min(kTileRows, n16 - run_row0);
       const int32_t* wsrc = args.tiles + (static_cast<int64_t>(cur.expert) * n16 * kgroups +
                                           static_cast<int64_t>(run_row0) * kgroups) * kAtomWords;
       const __nv_bfloat16* arow[kRows];
@@ -450,7 +450,7 @@ __device__ __forceinline__ void consumer_loop(const Args& args, uint8_t* smem, i
       const int r = warp * kMT + mt;
       const int run = r / kTileRows;
       row_in_tile[mt] = r % kTileRows;
-      run_rows[mt] = max(1, min(kTileRows, n16 - (ntile * Cfg::kAtomsN + run * kTileRows)));
+      run_rows[mt] = Cfg::kSiluMul ? kTileRows : max(1, min(kTileRows, n16 - Cfg::run_row0(ntile, run, n16)));
       wrow[mt] = stage_ptr + run * Cfg::kRunBytes;
     }
     // ldmatrix row addresses: lane 8i + r reads token row r, K columns 8i..8i+7 of each group.
@@ -475,7 +475,7 @@ __device__ __forceinline__ void consumer_loop(const Args& args, uint8_t* smem, i
       for (int j = 0; j < kNT; ++j)
 #pragma unroll
         for (int i = 0; i < 2; ++i) weights[j][i] = h.weights[j * 8 + 2 * t + i];
-      chunk_slots<Cfg>(out_slots, h.slots, args.num_slots, lane);
+      chunk_slots<Cfg>(out_slots, h.slots, args.num_slots, lane, Cfg::kSiluMul ? 2 * warp / Cfg::kWarps : 0);
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -508,7 +508,11 @@ __device__ __forceinline__ void consumer_loop(const Args& args, uint8_t* smem, i
         for (int j = 0; j < kNT; ++j)
 #pragma unroll
           for (int r = 0; r < 4; ++r) acc[0][mt][j][r] *= weights[j][r & 1];  // regs 0/2: token 2t
-      store_block<Cfg>(args, acc[0], staging, out_slots, (ntile * Cfg::kAtomsN + warp * kMT) * kAtomN, lane);
+      if constexpr (Cfg::kSiluMul) {
+        store_silu_mul_block<Cfg>(args, acc[0], smem + Cfg::kOutOffset, out_slots, ntile, warp, lane);
+      } else {
+        store_block<Cfg>(args, acc[0], staging, out_slots, (ntile * Cfg::kAtomsN + warp * kMT) * kAtomN, lane);
+      }
     }
   }
 }
@@ -544,7 +548,7 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
   if (warp == Cfg::kWarps) {
     producer_loop<Cfg>(args, smem, list, total);
   } else {
-    zero_invalid_blocks(args, args.n, used, Cfg::kBM, warp, Cfg::kWarps);
+    zero_invalid_blocks(args, Cfg::kSiluMul ? args.n / 2 : args.n, used, Cfg::kBM, warp, Cfg::kWarps);
     consumer_loop<Cfg>(args, smem, warp, total);
   }
   if constexpr (Cfg::kDynamic) {

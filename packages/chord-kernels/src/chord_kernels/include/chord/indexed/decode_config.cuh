@@ -22,9 +22,11 @@ enum Schedule : int { kStrided = 0, kDynamicCounter = 1, kBalanced = 2 };
 // the pairs at bit 4 in place).
 // kRowWidths: an item's whole K stages multiply only the token tiles up to its last real row (the
 // routing puts a block's real rows first), so a 16-token block holding 8 rows costs the MMAs of an
-// 8-token one.
+// 8-token one. kSiluMul: the weight is [gate | up] (N = 2I) and the output silu(gate) * up ([slots, I]):
+// the first half of the warps multiply gate channels, the second half the same channels of up, and
+// each pair of warps combines its halves through shared memory in the epilogue.
 template <int kWarps_, int kMT_, int kBM_, int kBK_, int kStages_, int kSchedule_, bool kSubnormal_ = false,
-          bool kRowWidths_ = false>
+          bool kRowWidths_ = false, bool kSiluMul_ = false>
 struct DecodeConfig {
   static constexpr int kWarps = kWarps_;
   static constexpr int kMT = kMT_;
@@ -36,6 +38,7 @@ struct DecodeConfig {
   static constexpr bool kDynamic = kSchedule_ == kDynamicCounter;
   static constexpr bool kBalancedSchedule = kSchedule_ == kBalanced;
   static constexpr bool kRowWidths = kRowWidths_ && kBM_ > 8;
+  static constexpr bool kSiluMul = kSiluMul_;
 
   static_assert(kSchedule_ >= kStrided && kSchedule_ <= kBalanced, "unknown schedule");
   static_assert(kBM % 8 == 0 && kBM <= 64, "block_m must be a multiple of 8 up to 64");
@@ -46,9 +49,22 @@ struct DecodeConfig {
   static constexpr int kRowsPerLane = (kBM + 31) / 32;  // token rows each producer lane handles
   static constexpr bool kPrefetchB = kNT * kMT <= 8;    // operands loaded a K group ahead (registers)
   static constexpr int kAtomsN = kWarps * kMT;        // 16-channel atoms per CTA tile
+  // A split item's parts end in different CTAs, and a pair of warps must end together.
+  static_assert(!kSiluMul || (kSchedule_ != kBalanced && kWarps % 2 == 0 && (kAtomsN / 2) % kTileRows == 0),
+                "SiLU-and-mul pairs whole 64-channel runs of gate and up warps, items never split");
   static constexpr int kBKG = kBK / kAtomK;           // scale groups per stage
   static constexpr int kRuns = kAtomsN / kTileRows;   // contiguous weight runs (bulk copies) per stage
   static constexpr int kRunBytes = kTileRows * kBKG * kAtomBytes;  // shared bytes reserved per run
+  // First atom row of run `run` of N tile `ntile` (of n16 atom rows): with kSiluMul the first half of
+  // the runs are gate rows and the second half the same rows of up (n16 / 2 on).
+  __device__ __forceinline__ static int run_row0(int ntile, int run, int n16) {
+    if constexpr (kSiluMul) {
+      constexpr int kHalf = kRuns / 2;
+      return (run / kHalf) * (n16 / 2) + (ntile * kHalf + run % kHalf) * kTileRows;
+    } else {
+      return ntile * kAtomsN + run * kTileRows;
+    }
+  }
   // Activation rows: +16 bytes so the 8 rows of one ldmatrix 8x8 matrix fall in 8 different
   // 16-byte bank groups (each B-fragment ldmatrix.x4 takes the minimum 4 wavefronts).
   static constexpr int kActRowBytes = kBK * 2 + 16;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "chord/common/activation.cuh"
 #include "chord/common/ptx.cuh"
 #include "chord/common/topk_sum.cuh"
 #include "chord/indexed/contract.cuh"
@@ -32,37 +33,37 @@ __device__ __forceinline__ void store_chunk(const Args& args, int n, int slot, i
 
 // 16-byte output chunks of one consumer warp's tile (kBM tokens x kMT * 16 channels) and how many
 // each lane stores.
+// With kSiluMul the two warps of a pair (gate and up) share their tile's chunks: this lane's chunk
+// i is lane + 32 (2 i + half), half 0 for the gate warp and 1 for the up warp.
 template <class Cfg>
 struct OutChunks {
   static constexpr int kPerRow = Cfg::kMT * 2;
   static constexpr int kCount = Cfg::kBM * kPerRow;
-  static constexpr int kPerLane = (kCount + 31) / 32;
+  static constexpr int kLanes = Cfg::kSiluMul ? 64 : 32;  // lanes sharing the tile's chunks
+  static constexpr int kPerLane = (kCount + kLanes - 1) / kLanes;
+  __device__ __forceinline__ static int chunk(int lane, int i, int half) {
+    return Cfg::kSiluMul ? lane + 32 * (2 * i + half) : lane + 32 * i;
+  }
 };
 
-// Slot of each output chunk this lane stores (chunk lane + 32 i is token row (lane + 32 i) / kPerRow
-// of the block), read from the stage header before the stage is released.
+// Slot of each output chunk this lane stores (chunk c is token row c / kPerRow of the block), read
+// from the stage header before the stage is released.
 template <class Cfg>
 __device__ __forceinline__ void chunk_slots(int (&slots)[OutChunks<Cfg>::kPerLane], const int* header_slots,
-                                            int num_slots, int lane) {
+                                            int num_slots, int lane, int half) {
 #pragma unroll
   for (int i = 0; i < OutChunks<Cfg>::kPerLane; ++i) {
-    const int c = lane + 32 * i;
+    const int c = OutChunks<Cfg>::chunk(lane, i, half);
     slots[i] = c < OutChunks<Cfg>::kCount ? header_slots[c / OutChunks<Cfg>::kPerRow] : num_slots;
   }
 }
 
-// Store one consumer warp's tile (accumulators already scaled): the fragments go to the warp's
-// shared staging rows with stmatrix (transposed, so each shared row is one token's channels), then
-// every lane copies 16-byte chunks to the output rows, so each warp store instruction writes whole
-// 128-byte lines instead of 2-byte scatters. When N is not a multiple of 8 the rows are not 16-byte
-// aligned and the chunks are stored element by element.
+// One consumer warp's fragments (accumulators already scaled), rounded to bf16, into its shared
+// staging rows with stmatrix (transposed, so each shared row is one token's channels).
 template <class Cfg>
-__device__ __forceinline__ void store_block(const Args& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
-                                            uint8_t* staging, const int (&slots)[OutChunks<Cfg>::kPerLane],
-                                            int channel0, int lane) {
-  using Chunks = OutChunks<Cfg>;
+__device__ __forceinline__ void stage_block(const float (&acc)[Cfg::kMT][Cfg::kNT][4], uint8_t* staging,
+                                            int lane) {
   const uint32_t base = ptx::smem_addr(staging);
-  __syncwarp();  // the previous item's chunk loads are done before the staging rows are rewritten
 #pragma unroll
   for (int mt = 0; mt < Cfg::kMT; ++mt)
 #pragma unroll
@@ -74,6 +75,19 @@ __device__ __forceinline__ void store_block(const Args& args, const float (&acc)
       const uint32_t row = base + (j * 8 + (lane & 7)) * Cfg::kOutRowBytes + (mt * 16 + (lane & 8)) * 2;
       ptx::stmatrix_x2_trans(row, *reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
     }
+}
+
+// Store one consumer warp's tile (accumulators already scaled): staged with stage_block, then every
+// lane copies 16-byte chunks to the output rows, so each warp store instruction writes whole
+// 128-byte lines instead of 2-byte scatters. When N is not a multiple of 8 the rows are not 16-byte
+// aligned and the chunks are stored element by element.
+template <class Cfg>
+__device__ __forceinline__ void store_block(const Args& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
+                                            uint8_t* staging, const int (&slots)[OutChunks<Cfg>::kPerLane],
+                                            int channel0, int lane) {
+  using Chunks = OutChunks<Cfg>;
+  __syncwarp();  // the previous item's chunk loads are done before the staging rows are rewritten
+  stage_block<Cfg>(acc, staging, lane);
   __syncwarp();
   const bool aligned = args.n % 8 == 0;  // gemm() checks that `out` is 16-byte aligned
 #pragma unroll
@@ -84,6 +98,46 @@ __device__ __forceinline__ void store_block(const Args& args, const float (&acc)
       const uint4 v = *reinterpret_cast<const uint4*>(staging + (c / Chunks::kPerRow) * Cfg::kOutRowBytes +
                                                       (c % Chunks::kPerRow) * 16);
       store_chunk(args, args.n, slots[i], channel, v, aligned);
+    }
+  }
+}
+
+// SiLU-and-mul of a warp pair's tile: gate warp w (< kWarps / 2) and up warp w + kWarps / 2 stage
+// their bf16 outputs, meet at named barrier 1 + w, and each stores half of the chunks of
+// silu(gate) * up (fp32 math on the bf16 values, as ops.silu_and_mul computes it) to the [slots, I]
+// output; they meet again before either rewrites its staging.
+template <class Cfg>
+__device__ __forceinline__ void store_silu_mul_block(const Args& args, const float (&acc)[Cfg::kMT][Cfg::kNT][4],
+                                                     uint8_t* staging0, const int (&slots)[OutChunks<Cfg>::kPerLane],
+                                                     int ntile, int warp, int lane) {
+  using Chunks = OutChunks<Cfg>;
+  constexpr int kPairs = Cfg::kWarps / 2;
+  const int pair = warp % kPairs, half = warp / kPairs;
+  const int n_out = args.n / 2;
+  const uint8_t* gate = staging0 + pair * Cfg::kWarpOutBytes;
+  const uint8_t* up = staging0 + (pair + kPairs) * Cfg::kWarpOutBytes;
+  const int channel0 = (ntile * kPairs + pair) * Cfg::kMT * kAtomN;
+  ptx::named_barrier(1 + pair, 64);  // the pair's previous chunk loads are done
+  stage_block<Cfg>(acc, staging0 + warp * Cfg::kWarpOutBytes, lane);
+  ptx::named_barrier(1 + pair, 64);
+  const bool aligned = n_out % 8 == 0;
+#pragma unroll
+  for (int i = 0; i < Chunks::kPerLane; ++i) {
+    const int c = Chunks::chunk(lane, i, half);
+    const int channel = channel0 + (c % Chunks::kPerRow) * 8;
+    if (c < Chunks::kCount && slots[i] < args.num_slots && channel < n_out) {
+      const int offset = (c / Chunks::kPerRow) * Cfg::kOutRowBytes + (c % Chunks::kPerRow) * 16;
+      const uint4 g = *reinterpret_cast<const uint4*>(gate + offset);
+      const uint4 u = *reinterpret_cast<const uint4*>(up + offset);
+      const __nv_bfloat16* ge = reinterpret_cast<const __nv_bfloat16*>(&g);
+      const __nv_bfloat16* ue = reinterpret_cast<const __nv_bfloat16*>(&u);
+      uint4 v;
+      __nv_bfloat16* ve = reinterpret_cast<__nv_bfloat16*>(&v);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        ve[e] = __float2bfloat16_rn(silu_of_bf16(__bfloat162float(ge[e])) * __bfloat162float(ue[e]));
+      }
+      store_chunk(args, n_out, slots[i], channel, v, aligned);
     }
   }
 }

@@ -222,9 +222,7 @@ constexpr int kWidthMask = kRunFirst - 1;
 // and with kPingPong each consumer warpgroup's turn on the tensor cores (kTurnBarrier + c).
 constexpr int kProducerBarrier = 1;
 constexpr int kTurnBarrier = 4;
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
+using ptx::named_barrier;
 
 // 16-byte asynchronous copy global -> shared through L2 only, with an L2 cache policy; completion
 // is signalled with cp_async_arrive_noinc.
