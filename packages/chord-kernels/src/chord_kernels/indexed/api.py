@@ -167,7 +167,8 @@ def gemm(
     ``activation="silu"`` (a ``[gate | up]`` weight of N = 2I rows, no ``topk_weights``) returns
     ``silu(gate) * up`` instead, bf16 ``[slots, I]``, bit-identical to
     :func:`chord_kernels.ops.silu_and_mul` of the plain output: fused into the WGMMA kernel's
-    epilogue where it runs with two tiles per warpgroup and I % 64 = 0, else the two steps.
+    epilogue where it runs with two tiles per warpgroup and I % 64 = 0, and into the decode kernel's
+    on its wide 16-token tiles (``planner.silu_mul_twin``), else the two steps.
 
     Slot ``t`` reads row ``t // top_k`` of ``a``; rows of slots in blocks whose expert is -1
     (non-local) are zero (``zero_nonlocal=False``: left unwritten, for a caller that never reads
@@ -329,7 +330,7 @@ def check_activation(activation: object, weight: PackedWeight, topk_weights: tor
     fused = config is not None and config.silu_mul
     if fused and (activation is None or not config.fits_silu_mul(weight.n)):
         raise ChordInputError(f"config: {config} fuses SiLU-and-mul; expected activation='silu' and N a "
-                              f"multiple of 128, got activation={activation!r}, N={weight.n}")
+                              f"multiple of its gate and up tiles, got activation={activation!r}, N={weight.n}")
 
 
 def run_gemm(
@@ -504,8 +505,8 @@ def fused_moe(
     expert_map: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused into the WGMMA kernel's
-    epilogue where it runs) -> down x top-k weight with the top-k sum (:func:`gemm_topk_sum`). Rows
+    """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused into the kernel's epilogue where
+    ``planner.silu_mul_twin`` has a configuration) -> down x top-k weight with the top-k sum (:func:`gemm_topk_sum`). Rows
     of non-local slots are never written.
 
     ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
