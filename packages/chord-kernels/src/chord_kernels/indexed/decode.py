@@ -112,7 +112,7 @@ class DecodeConfig:
     def fits_silu_mul(self, n: int) -> bool:
         """Whether SiLU-and-mul can be fused for a ``[gate | up]`` weight of ``n`` rows: each N tile
         holds half of its channels from gate and half from up, so I = n / 2 must be a multiple of
-        half the tile (and of 8: whole 16-byte output chunks)."""
+        half the tile; and the balanced schedule, whose split items end in different CTAs, cannot."""
         half = self.warps * self.mt // 2
         return (self.schedule != "balanced" and self.warps % 2 == 0 and half % TILE_ROWS == 0
                 and n % self.block_n == 0 and n >= self.block_n)

@@ -45,8 +45,9 @@ KernelConfig = DecodeConfig | WgmmaConfig
 WGMMA_MIN_BLOCK_M = 24
 """From 24-token blocks up the WGMMA kernel beats the decode kernel on sm_90a (docs/optimization.md)."""
 WGMMA_BLOCK16_MIN_K = 2048
-"""16-token blocks run on the WGMMA kernel from this K on (sm_90a; except below
-:data:`WIDE_BLOCK16_MAX_K`): 6-13 % faster than the decode kernel at 5-8 rows per expert on Kimi's
+"""16-token blocks run on the WGMMA kernel from this K on (sm_90a; except, where N has the decode
+kernel's wide tiles, below :data:`WIDE_BLOCK16_MAX_K` and up to :data:`DECODE_BLOCK16_MAX_TOK_E` rows
+per expert): 6-13 % faster than the decode kernel at 5-8 rows per expert on Kimi's
 EP8 GEMMs and TP8's gate_up (K = 2048 and 7168), 24 % slower on TP8's down (K = 256: one stage per
 item; docs/optimization.md, session 10)."""
 WIDE_BLOCK16_MAX_K = 4096
