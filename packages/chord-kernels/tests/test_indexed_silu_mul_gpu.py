@@ -1,8 +1,8 @@
 """``gemm(..., activation="silu")`` on an H200: SiLU-and-mul fused into the WGMMA kernel's epilogue
 (each warpgroup's two tiles are the gate and up channels of the same outputs) and the decode
-kernel's (pairs of gate and up warps) against the two-step
-path (plain GEMM, then ``ops.silu_and_mul``: bit-identical) and against the reference; the shapes
-that keep the two steps; poisoned outputs, ragged routing, expert_map, graph replay."""
+kernel's (pairs of gate and up warps) against the two-step path (plain GEMM, then
+``ops.silu_and_mul``: bit-identical) and against the reference; the shapes that keep the two steps;
+poisoned outputs, ragged routing, expert_map, graph replay."""
 
 from __future__ import annotations
 

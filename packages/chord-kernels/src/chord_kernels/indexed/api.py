@@ -430,7 +430,7 @@ def run_gemm(
         fused = silu_mul_twin(launch.config, weight.n)
         if fused is not None:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
-        else:  # the decode kernel, or gate/up halves not in whole 64-channel blocks: two steps
+        else:  # the decode kernel's other tiles, or gate/up halves not in whole tiles: two steps
             target = torch.empty(out_rows, weight.n, dtype=torch.bfloat16, device=device)
     if block_rows:
         twin = _tma_rows_twin(launch.config)
@@ -506,8 +506,8 @@ def fused_moe(
     workspace: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """A whole MoE layer: align -> gate_up with SiLU-and-mul (fused into the kernel's epilogue where
-    ``planner.silu_mul_twin`` has a configuration) -> down x top-k weight with the top-k sum (:func:`gemm_topk_sum`). Rows
-    of non-local slots are never written.
+    ``planner.silu_mul_twin`` has a configuration) -> down x top-k weight with the top-k sum
+    (:func:`gemm_topk_sum`). Rows of non-local slots are never written.
 
     ``w13`` is ``[E, 2I, H]`` (gate rows then up rows), ``w2`` is ``[E, H, I]``, both packed with
     the indexed layout. With ``expert_map`` (global id -> local id or -1) only local experts
