@@ -259,11 +259,13 @@ def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
     do not fit shared memory. Measured on TP8's down: 15-17 %, 9-13 % and 6-8 % faster than the
     128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19). 16-token
     blocks with row widths (a block of at most 8 rows multiplies one token tile): TP8's layer at
-    256 tokens 2-3 % faster; at 24 and 32 tokens the layer lost 1-3 % with them (session 35)."""
+    256 tokens 2-3 % faster; at 24 and 32 tokens the layer lost 1-3 % with them (session 35). The
+    32-token tiles take their items from a global counter (the dynamic order): TP8's down 1-2.6 %
+    faster alone at 896-1152 tokens, where it is 6-11 % slower at 16 and 24 (session 36)."""
     if n < SHORT_K_WIDE_MIN_N or block_m not in (16, 24, 32):
         return None
-    warps, ctas = (8, 1) if block_m == 32 else (4, 2)
-    return DecodeConfig(block_m=block_m, warps=warps, mt=4, bk=256, stages=2, ctas_per_sm=ctas, schedule="strided",
+    warps, ctas, order = (8, 1, "dynamic") if block_m == 32 else (4, 2, "strided")
+    return DecodeConfig(block_m=block_m, warps=warps, mt=4, bk=256, stages=2, ctas_per_sm=ctas, schedule=order,
                         row_widths=block_m == 16)
 
 
