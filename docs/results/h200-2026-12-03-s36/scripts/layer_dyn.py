@@ -1,0 +1,148 @@
+# ruff: noqa
+"""Session 36: the whole layer under TP8 at 32-token blocks with the planner's short-K tiles (old,
+strided) against TP8's down on the same tiles in the dynamic order (dyn32: a global item counter),
+interleaved in one process, three timings, every output compared against the first mode's; with
+argv `ep8`, EP8 and DeepEP low latency at 3.6-9 rows per expert with the 16-token short-K tiles (EP8's
+down, gate_up fused up to 6 rows) strided (old) against dynamic (dyn16). Modes swap ``planner.short_k_config`` and clear the planner's caches before each call
+(a call is captured once in a CUDA graph). TP8: moe_experts, 384 experts, top-k 8.
+argv: precompile [threads] | time"""
+import dataclasses, json, math, os, sys
+
+import chord_kernels.indexed.heuristics as H
+import chord_kernels.indexed.planner as P
+from chord_kernels.indexed.api import _tma_rows_twin
+from chord_kernels.indexed.planner import silu_mul_twin as _silu_mul_twin
+from chord_kernels.indexed.heuristics import choose_block_m
+
+_short = H.short_k_config
+
+
+def _order(schedule, bm_changed):
+    def short_k(n, bm):  # the short-K tiles of bm_changed tokens in `schedule`'s order, the rest as the code's
+        c = _short(n, bm)
+        return dataclasses.replace(c, schedule=schedule) if c is not None and bm == bm_changed else c
+    return short_k
+
+
+def set_mode(m):
+    bm = 16 if EP8 else 32
+    P.short_k_config = _order("dynamic" if m.startswith("dyn") else "strided", bm)
+    P.cached_plan.cache_clear()
+    P.configs_for.cache_clear()
+
+
+EP8 = "ep8" in sys.argv[2:]
+CASES = [(f"tp8_{m}_s{s}", "tp8", m, s, ("old", "dyn32")) for m in (896, 1024, 1152) for s in (0, 1, 2)]
+if EP8:
+    CASES = ([(f"ep8_tok{t}_s{s}", "ep8", t, s, ("old", "dyn16")) for t in (3.6, 4, 5, 6, 8, 9) for s in (0, 1)]
+             + [(f"ll_m{t}_s{s}", "ll", t, s, ("old", "dyn16")) for t in (4, 5, 8) for s in (0, 1)])
+H13, I = 7168, 2048
+
+
+def geometry(kind, t):
+    """(local experts, N13, K2 = I, tokens, top_k, global experts)"""
+    if kind == "tp8":
+        return 384, 2 * I // 8, I // 8, t, 8, 384
+    return 48, 2 * I, I, round(48 * t), (8 if kind == "ep8" else 1), (384 if kind == "ep8" else 48)
+
+
+def block_of(kind, t):
+    e, n13, i, tokens, top_k, ge = geometry(kind, t)
+    class _W:
+        num_experts, profile = e, ("h200_tp8" if kind == "tp8" else "h200_ep8")
+    return choose_block_m(_W(), tokens * top_k * e // ge)
+
+
+if sys.argv[1] == "precompile":
+    from concurrent.futures import ThreadPoolExecutor
+    ks = {}
+    for name, kind, t, s, modes in CASES:
+        e, n13, i, tokens, top_k, ge = geometry(kind, t)
+        bm = block_of(kind, t)
+        for m in modes:
+            set_mode(m)
+            for n, k in ((n13, H13), (H13, i)):
+                for c in P.configs_for(n, k, bm, "sm_90a"):
+                    for x in {c, _tma_rows_twin(c)}:
+                        for u in {x, _silu_mul_twin(x, n) or x}:
+                            u = dataclasses.replace(u, subnormal=True)
+                            ks[u.kernel().source] = u.kernel()
+    with ThreadPoolExecutor(int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2].isdigit() else 2) as ex:
+        list(ex.map(lambda k: k.compile("sm_90a"), ks.values()))
+    print(len(ks), "kernels")
+    sys.exit(0)
+
+import torch
+import chord_kernels
+from chord_kernels.indexed.api import moe_experts, gemm_masked
+from chord_kernels.indexed import MaskedRows
+from chord_kernels.formats import random_quantized
+from chord_kernels.routing import align_block_size
+from chord_bench.timing import interleaved
+
+dev = torch.device("cuda")
+OUT = os.environ.get("OUT", "/tmp")
+ROUNDS = int(os.environ.get("ROUNDS", "7"))
+res = []
+for name, kind, t, seed, modes in CASES:
+    e, n13, i, tokens, top_k, ge = geometry(kind, t)
+    bm = block_of(kind, t)
+    g = torch.Generator(device=dev).manual_seed(tokens + 7 * e + 1000 * seed)
+    prof = "h200_tp8" if kind == "tp8" else "h200_ep8"
+    w13 = chord_kernels.pack("indexed", *random_quantized(e, n13, H13, generator=g, device=dev), profile=prof)
+    w2 = chord_kernels.pack("indexed", *random_quantized(e, H13, i, generator=g, device=dev), profile=prof)
+    fns, outs = {}, {}
+    if kind == "ll":
+        cap = 256
+        hidden = (torch.randn(e * cap, H13, generator=g, device=dev) * 0.5).to(torch.bfloat16)
+        pick = torch.randint(0, e, (tokens,), device=dev, generator=g)
+        counts = torch.bincount(pick, minlength=e).clamp_max(cap).to(torch.int32)
+        groups = MaskedRows(counts, cap)
+        for m in modes:
+            act = torch.full((e * cap, i), float("nan"), dtype=torch.bfloat16, device=dev)
+            outs[m] = torch.full((e * cap, H13), float("nan"), dtype=torch.bfloat16, device=dev)
+
+            def fn(m=m, act=act, out=outs[m]):
+                set_mode(m)
+                gemm_masked(hidden, w13, groups, block_m=bm, out=act, activation="silu", expected_m=t)
+                gemm_masked(act, w2, groups, block_m=bm, out=out, expected_m=t)
+            fns[m] = fn
+        valid = (torch.arange(cap, device=dev)[None, :] < counts[:, None].long()).reshape(-1)
+        sel = lambda o: o[valid]
+        max_rows = int(counts.max())
+    else:
+        a = (torch.randn(tokens, H13, generator=g, device=dev) * 0.5).to(torch.bfloat16)
+        ids = torch.rand(tokens, ge, generator=g, device=dev).argsort(dim=1)[:, :top_k].to(torch.int32).contiguous()
+        tw = torch.rand(tokens, top_k, generator=g, device=dev)
+        emap = None
+        if ge != e:
+            emap = torch.full((ge,), -1, dtype=torch.int32, device=dev)
+            emap[:e] = torch.arange(e, dtype=torch.int32, device=dev)
+        r = align_block_size(ids, bm, ge, emap)
+        route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+        for m in modes:
+            outs[m] = torch.full((tokens, H13), float("nan"), dtype=torch.bfloat16, device=dev)
+
+            def fn(m=m, out=outs[m]):
+                set_mode(m)
+                moe_experts(a, w13, w2, route, tw, ids, block_m=bm, expert_map=emap, out=out)
+            fns[m] = fn
+        sel = lambda o: o
+        max_rows = int(torch.bincount(ids.reshape(-1).long(), minlength=ge)[:e].max())
+    for f in fns.values():
+        f()
+    torch.cuda.synchronize()
+    first = sel(outs[modes[0]]).float()
+    same = all(torch.equal(sel(outs[modes[0]]), sel(o)) for o in outs.values())
+    nan = any(bool(sel(o).isnan().any()) for o in outs.values())
+    err = max(float((sel(o).float() - first).norm() / first.norm()) for o in outs.values())
+    runs = []
+    for rep in range(3):
+        order = list(fns) if rep % 2 == 0 else list(fns)[::-1]
+        tm = interleaved({k: fns[k] for k in order}, rounds=ROUNDS)
+        runs.append({k: tm[k].median_us() for k in fns})
+    res.append({"name": name, "block_m": bm, "max_rows": max_rows, "us": runs, "same": same, "nan": nan, "rel_diff": err})
+    print(f"{name:14s} bm={bm:3d} max rows {max_rows:4d} {modes[0]} " + " ".join(f"{x[modes[0]]:7.1f}" for x in runs)
+          + "".join(f" | {m} " + " ".join(f"{x[m] / x[modes[0]] - 1:+.1%}" for x in runs) for m in modes[1:])
+          + ("" if same else f" diff {err:.1e}") + (" NAN" if nan else ""), flush=True)
+    json.dump(res, open(f"{OUT}/layer_dyn{'_ep8' if EP8 else ''}.json", "w"), indent=1)
