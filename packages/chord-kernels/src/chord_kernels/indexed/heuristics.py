@@ -254,14 +254,14 @@ def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
     ``planner.WIDE_BLOCK16_MAX_K``: TP8's down, K = 256, one stage per item, so the per-item work
     around the MMAs weighs; EP8's down, K = 2048, at 16-token blocks), or None (N below
     :data:`SHORT_K_WIDE_MIN_N`: :func:`choose_config`'s). Wider N tiles than :func:`choose_config`'s
-    128 channels, in a strided order: 256 channels (4 warps x 4 atoms) at two CTAs per SM for 16-
-    and 24-token blocks; 512 (8 warps x 4 atoms) at one CTA for 32, where two CTAs of 256 channels
-    do not fit shared memory. Measured on TP8's down: 15-17 %, 9-13 % and 6-8 % faster than the
-    128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19). 16-token
+    128 channels: 256 channels (4 warps x 4 atoms) at two CTAs per SM for 16- and 24-token blocks,
+    strided; 512 (8 warps x 4 atoms) at one CTA for 32, where two CTAs of 256 channels do not fit
+    shared memory, in the dynamic order. Measured on TP8's down: 15-17 %, 9-13 % and 6-8 % faster
+    than the 128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19). 16-token
     blocks with row widths (a block of at most 8 rows multiplies one token tile): TP8's layer at
     256 tokens 2-3 % faster; at 24 and 32 tokens the layer lost 1-3 % with them (session 35). The
-    32-token tiles take their items from a global counter (the dynamic order): TP8's down 1-2.6 %
-    faster alone at 896-1152 tokens, where it is 6-11 % slower at 16 and 24 (session 36)."""
+    dynamic order (items from a global counter): TP8's down up to 2.6 % faster at 896-1152 tokens
+    (32), its layer 0.1-1.1 %; 2-11 % slower at 16 and 24 tokens (session 36)."""
     if n < SHORT_K_WIDE_MIN_N or block_m not in (16, 24, 32):
         return None
     warps, ctas, order = (8, 1, "dynamic") if block_m == 32 else (4, 2, "strided")
