@@ -257,11 +257,11 @@ def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
     128 channels: 256 channels (4 warps x 4 atoms) at two CTAs per SM for 16- and 24-token blocks,
     strided; 512 (8 warps x 4 atoms) at one CTA for 32, where two CTAs of 256 channels do not fit
     shared memory, in the dynamic order. Measured on TP8's down: 15-17 %, 9-13 % and 6-8 % faster
-    than the 128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19). 16-token
-    blocks with row widths (a block of at most 8 rows multiplies one token tile): TP8's layer at
-    256 tokens 2-3 % faster; at 24 and 32 tokens the layer lost 1-3 % with them (session 35). The
-    dynamic order (items from a global counter): TP8's down up to 2.6 % faster at 896-1152 tokens
-    (32), its layer 0.1-1.1 %; 2-11 % slower at 16 and 24 tokens (session 36)."""
+    than the 128-channel tiles at 16-, 24- and 32-token blocks (docs/optimization.md, session 19).
+    16-token blocks with row widths (a block of at most 8 rows multiplies one token tile): TP8's
+    layer at 256 tokens 2-3 % faster; at 24 and 32 tokens the layer lost 1-3 % with them (session
+    35). The dynamic order (items from a global counter): TP8's down up to 2.6 % faster at 896-1152
+    tokens (32), its layer 0.1-1.1 %; 2-11 % slower at 16 and 24 tokens (session 36)."""
     if n < SHORT_K_WIDE_MIN_N or block_m not in (16, 24, 32):
         return None
     warps, ctas, order = (8, 1, "dynamic") if block_m == 32 else (4, 2, "strided")
