@@ -253,6 +253,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         FOUR_CONSUMER_REGS,
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
+        RUN_MAX_K,
         RUN_TILES,
         SMEM_LIMIT,
         WIDE_CONSUMER_REGS,
@@ -280,9 +281,12 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.consumers == (4 if four else 2), cfg
                 assert cfg.widths == () and cfg.consumer_regs == (FOUR_CONSUMER_REGS if four else 216)
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
-            # Narrower token counts where the K loop commits per K step anyway (docs/optimization.md, session 17).
+            # Narrower token counts (docs/optimization.md, sessions 17 and 37).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
+            elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72 and k > RUN_MAX_K:  # one-block items
+                assert cfg.row_widths == ((bm - 8,) if bm <= 40 else (bm - 16, bm - 8)), cfg
+                assert not cfg.commit_per_step and cfg.consumers == 2
             elif cfg.mt == 2 and cfg.items == 1 and bm >= 72:  # with runs from 80 tokens one count (spills)
                 assert cfg.row_widths == ((bm - 8,) if cfg.n_run and bm >= 80 else (bm - 16, bm - 8))
             else:
@@ -413,23 +417,26 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     # per K group (runs of N tiles among them): not the per-step loops (row widths, 64 x 2 items, four
     # warpgroups).
     b56 = choose_wgmma_config(4096, 7168, 56)
-    assert b56.whole_stages and not b56.commit_per_step
-    assert b56.template_args().endswith(", 0u, 216, 0u, 0, false, true")
+    assert b56.whole_stages and not b56.commit_per_step and b56.wgmma_widths == (40, 48, 56)
+    assert b56.template_args().endswith(", 0u, 216, 48u, 0, false, true")  # bits 5 and 6: 40 and 48 tokens
     assert choose_wgmma_config(7168, 2048, 24, 16.0).whole_stages
     assert not choose_wgmma_config(7168, 2080, 56).whole_stages  # a short last stage
     for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0)):
         assert per_step.commit_per_step and not per_step.whole_stages
     assert choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
     # The one-fma form reads the nibble pairs at bit 4 in place except on the one-block items with row
-    # widths (not runs), which shift every pair first (docs/optimization.md, session 32).
+    # widths whose K loop commits per K step (not runs), which shift every pair first
+    # (docs/optimization.md, session 32).
     runs72 = choose_wgmma_config(7168, 256, 72)
     assert b80.shift_pairs and choose_wgmma_config(4096, 7168, 96).shift_pairs
     assert not any(c.shift_pairs for c in (prefill, b56, runs72, choose_wgmma_config(4096, 7168, 24, 16.0)))
     assert dataclasses.replace(b80, subnormal=True).template_args().endswith(", 384u, 0, false, false, true, true")
-    assert dataclasses.replace(b56, subnormal=True).template_args().endswith(", 0u, 0, false, true, true")
+    assert dataclasses.replace(b56, subnormal=True).template_args().endswith(", 48u, 0, false, true, true")
     assert dataclasses.replace(b56, shift_pairs=True).source() == b56.source()  # no form to choose
     assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)
-    assert choose_wgmma_config(7168, 2048, 56).row_widths == ()  # per-K-group commits
+    assert choose_wgmma_config(7168, 2048, 56).row_widths == (40, 48)  # per-K-group commits (session 37)
+    assert choose_wgmma_config(512, 7168, 32).row_widths == (24,) and choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()
+    assert choose_wgmma_config(7168, 256, 56).row_widths == ()  # runs of N tiles
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):
         with pytest.raises(ChordInputError, match="row_widths"):
             WgmmaConfig(block_m=64, mt=2, items=2, stages=2, row_widths=bad)

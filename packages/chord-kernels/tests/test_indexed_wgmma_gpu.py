@@ -167,6 +167,13 @@ WCASES = [
           WgmmaConfig(72, 2, 256, 2, row_widths=(56, 64))),
     WCase(Case("rows_every_count_edges", 6, 264, 1056, 300, 2, block_m=40, routing="mapped", weighted=True),
           WgmmaConfig(40, 2, 256, 2, row_widths=(8, 16, 24, 32))),
+    # The one-block items of 32-56 tokens with row widths and per-K-group commits (planned since
+    # session 37): TP8's gate_up at 1024 tokens (24 of 32), EP8's down at 43 rows per expert (40 and
+    # 48 of 56), a hot expert under an expert map with an odd K (a short last stage) at 48.
+    WCase(Case("rows_tp8_gate_up_bm32_tok21", 384, 512, 7168, 1024, 8, block_m=32)),
+    WCase(Case("rows_ep8_down_bm56_tok43_weighted", 48, 7168, 2048, 48 * 43, 1, block_m=56, weighted=True)),
+    WCase(Case("rows_bm48_hot_mapped_edges", 16, 264, 1056, 600, 2, block_m=48, routing="hot", weighted=True),
+          WgmmaConfig(48, 2, 256, 3, dynamic=True, row_widths=(32, 40))),
     WCase(Case("rows_items2_every_count", 6, 264, 1056, 700, 2, block_m=64, weighted=True),
           WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 40, 72, 96, 120))),
     # Runs of N tiles over a resident activation tile, the consumers in turns (K <= 256: one stage
@@ -216,8 +223,10 @@ def test_wgmma_gemm_matches_reference(wcase: WCase) -> None:
 
 
 @pytest.mark.parametrize("config", [WgmmaConfig(80, 2, 256, 2, dynamic=True, row_widths=(8, 24, 40, 64, 72)),
-                                    WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 48, 96, 112))],
-                         ids=["bm80", "bm64_items2"])
+                                    WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 48, 96, 112)),
+                                    WgmmaConfig(56, 2, 256, 3, dynamic=True, row_widths=(16, 24, 32, 40, 48)),
+                                    WgmmaConfig(32, 2, 256, 3, row_widths=(16, 24))],
+                         ids=["bm80", "bm64_items2", "bm56_per_group", "bm32_per_group"])
 def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
     """An item computed at a narrower token count than its blocks gives the very bits of the
     full-width item (a wgmma's columns are independent): Poisson rows of 1 .. 2 blocks per expert,

@@ -69,6 +69,9 @@ PREFILL_ROW_WIDTHS = (96, 112)
 :data:`ROW_WIDTHS_MIN_K`: an expert whose last item holds 65-112 rows then computes 96 or 112 wgmma
 columns instead of 128. Measured 3-11 % faster per GEMM at 85-341 rows per expert (EP8) and 4096-8192
 tokens (TP8 gate_up); three counts (80, 96, 112) measured no better (docs/optimization.md, session 17)."""
+ONE_BLOCK_ROW_WIDTHS_MIN = 32
+"""The narrowest one-block item with row widths (:func:`_row_widths`): below 32 tokens a wgmma costs
+the same whatever its width (docs/optimization.md, session 11)."""
 ROW_WIDTHS_MIN_K = 256
 """The 64 x 2 items' row widths only above this K: at K = 256 (TP8's down, one stage per item) they
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
@@ -118,17 +121,20 @@ nothing (docs/optimization.md, session 21)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
-    """Row widths (:class:`WgmmaConfig`) of the default configurations. Only where the K loop
-    already commits its wgmmas per K step (two tiles per warpgroup, ``mt * tile >= 128``): with
-    per-K-group commits a second width serializes every wgmma (C7512), and per-step commits cost
-    those narrower tiles 9-14 %. And where the count saves columns often: the 72- and 80-token
-    blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less (with runs
-    of N tiles, from 80 tokens, 8 less only), 2-10 %
-    faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
-    :data:`ROW_WIDTHS_MIN_K`. The whole layer measured 1-10 % faster at 52-341 rows per expert
-    (EP8) and 3072-4096 tokens (TP8), level at 8192 (docs/optimization.md, session 17)."""
+    """Row widths (:class:`WgmmaConfig`) of the default configurations with two tiles per warpgroup,
+    where the count saves columns often. The one-block items of 32-56 tokens (K loop committing per K
+    group; not with runs of N tiles) at 8 tokens less up to 40 and at 8 and 16 less from 48: EP8's
+    GEMMs 3-15 % faster at 20-43 rows per expert, TP8's gate_up 2-5 % at 896-2048 tokens, the same
+    bits (docs/optimization.md, session 37). The 72- and 80-token blocks (tok_e + 1.9 sigma tiles of
+    48-64 rows per expert) at 8 and 16 tokens less (with runs of N tiles, from 80 tokens, 8 less
+    only), 2-10 % faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
+    :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step anyway (per-step commits cost the
+    narrower tiles 9-14 %). The whole layer measured 1-10 % faster at 52-341 rows per expert (EP8)
+    and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
     if mt != 2:
         return ()
+    if items == 1 and ONE_BLOCK_ROW_WIDTHS_MIN <= block_m < 72 and k > RUN_MAX_K:
+        return (block_m - 8,) if block_m <= 40 else (block_m - 16, block_m - 8)
     if items == 1 and block_m >= 72:  # with two tiles, 144 accumulator x token registers and up
         # With runs (K <= RUN_MAX_K) from 80 tokens one count: two spill 16 bytes in the gather
         # producer (ptxas, session 21).
@@ -242,7 +248,7 @@ class WgmmaConfig:
     def commit_per_step(self) -> bool:
         """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``, which the
         generated source checks against this), else per K group of two steps."""
-        return self.mt * self.tile >= 128 or bool(self.row_widths) or self.consumers > 2
+        return self.mt * self.tile >= 128 or self.consumers > 2
 
     @property
     def threads(self) -> int:
@@ -464,7 +470,7 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # The one-fma form's pairs at bit 4 in place, except on the one-block items with row widths (the
     # 72-104-token blocks outside TP8's down): there the per-step loop is 1-5 % slower so, elsewhere
     # it is 1-8 % faster (docs/optimization.md, session 32).
-    shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run
+    shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run and cfg.commit_per_step
     return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs)
 
 
