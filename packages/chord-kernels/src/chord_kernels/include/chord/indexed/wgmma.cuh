@@ -120,9 +120,10 @@ struct WgmmaConfig {
   // One wgmma commit group per K step instead of per K group (consume_group_by_step) from 128
   // accumulators x tokens up: there ptxas cannot fit an A buffer per K group of a stage next to
   // the accumulators and would serialize every wgmma (C7511/C7512); below, the per-group commits
-  // measured faster (docs/optimization.md, session 8), row widths included (session 37: with the
-  // two-buffer K groups a second width no longer serializes them), except beyond two consumer
-  // warpgroups, whose smaller register share holds no A buffer per K group (session 24).
+  // measured faster (docs/optimization.md, session 8), row widths included (session 17 found a
+  // second width serializing them; with today's K loop nvcc 13.0's ptxas pipelines every width,
+  // session 37), except beyond two consumer warpgroups, whose smaller register share holds no A
+  // buffer per K group (session 24).
   static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kConsumers_ > 2;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
