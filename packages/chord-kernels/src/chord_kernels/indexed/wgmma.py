@@ -124,8 +124,8 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     """Row widths (:class:`WgmmaConfig`) of the default configurations with two tiles per warpgroup,
     where the count saves columns often. The one-block items of 32-56 tokens (K loop committing per K
     group; not with runs of N tiles) at 8 tokens less up to 40 and at 8 and 16 less from 48: EP8's
-    GEMMs 3-15 % faster at 20-43 rows per expert, TP8's gate_up 2-5 % at 896-2048 tokens, the same
-    bits (docs/optimization.md, session 37). The 72- and 80-token blocks (tok_e + 1.9 sigma tiles of
+    GEMMs 1.5-15.5 % faster at 20-48 rows per expert, TP8's gate_up 2-6 % at 896-2048 tokens, the
+    layer 0.3-7 % (level at TP8 2048 tokens), the same bits (docs/optimization.md, session 37). The 72- and 80-token blocks (tok_e + 1.9 sigma tiles of
     48-64 rows per expert) at 8 and 16 tokens less (with runs of N tiles, from 80 tokens, 8 less
     only), 2-10 % faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
     :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step anyway (per-step commits cost the
