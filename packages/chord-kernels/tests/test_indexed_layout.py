@@ -435,7 +435,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert dataclasses.replace(b56, shift_pairs=True).source() == b56.source()  # no form to choose
     assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)
     assert choose_wgmma_config(7168, 2048, 56).row_widths == (40, 48)  # per-K-group commits (session 37)
-    assert choose_wgmma_config(512, 7168, 32).row_widths == (24,) and choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()
+    assert choose_wgmma_config(512, 7168, 32).row_widths == (24,)
+    assert choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()  # 24 tokens: no narrower wgmma is cheaper
     assert choose_wgmma_config(7168, 256, 56).row_widths == ()  # runs of N tiles
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):
         with pytest.raises(ChordInputError, match="row_widths"):

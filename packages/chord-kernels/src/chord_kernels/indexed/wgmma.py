@@ -125,12 +125,12 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     where the count saves columns often. The one-block items of 32-56 tokens (K loop committing per K
     group; not with runs of N tiles) at 8 tokens less up to 40 and at 8 and 16 less from 48: EP8's
     GEMMs 1.5-15.5 % faster at 20-48 rows per expert, TP8's gate_up 2-6 % at 896-2048 tokens, the
-    layer 0.3-7 % (level at TP8 2048 tokens), the same bits (docs/optimization.md, session 37). The 72- and 80-token blocks (tok_e + 1.9 sigma tiles of
-    48-64 rows per expert) at 8 and 16 tokens less (with runs of N tiles, from 80 tokens, 8 less
-    only), 2-10 % faster per GEMM; the 64 x 2 items at :data:`PREFILL_ROW_WIDTHS` above
-    :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step anyway (per-step commits cost the
-    narrower tiles 9-14 %). The whole layer measured 1-10 % faster at 52-341 rows per expert (EP8)
-    and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
+    layer 0.3-7 % (level at TP8 2048 tokens), the same bits (docs/optimization.md, session 37). The
+    72- and 80-token blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less
+    (with runs of N tiles, from 80 tokens, 8 less only), 2-10 % faster per GEMM; the 64 x 2 items at
+    :data:`PREFILL_ROW_WIDTHS` above :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step
+    anyway (per-step commits cost the narrower tiles 9-14 %). The whole layer measured 1-10 % faster
+    at 52-341 rows per expert (EP8) and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
     if mt != 2:
         return ()
     if items == 1 and ONE_BLOCK_ROW_WIDTHS_MIN <= block_m < 72 and k > RUN_MAX_K:
@@ -467,9 +467,9 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
     # tiles), 24 level; the per-step loops 1-15 % slower (four consumer warpgroups 7-15 %), and some
     # of them spill or serialize their wgmmas.
-    # The one-fma form's pairs at bit 4 in place, except on the one-block items with row widths (the
-    # 72-104-token blocks outside TP8's down): there the per-step loop is 1-5 % slower so, elsewhere
-    # it is 1-8 % faster (docs/optimization.md, session 32).
+    # The one-fma form's pairs at bit 4 in place, except on the one-block items with row widths whose
+    # K loop commits per step (the 72-104-token blocks outside TP8's down): there that loop is 1-5 %
+    # slower so, elsewhere it is 1-8 % faster (docs/optimization.md, session 32).
     shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run and cfg.commit_per_step
     return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs)
 
