@@ -254,6 +254,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
         RUN_MAX_K,
+        RUN_ROW_WIDTH_REGS,
         RUN_TILES,
         SMEM_LIMIT,
         WIDE_CONSUMER_REGS,
@@ -279,14 +280,17 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 four = (k >= FOUR_CONSUMER_MIN_K and n >= 512 and cfg.items == 1 and cfg.mt == 2
                         and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS)
                 assert cfg.consumers == (4 if four else 2), cfg
-                assert cfg.widths == () and cfg.consumer_regs == (FOUR_CONSUMER_REGS if four else 216)
+                runs_rows = bool(cfg.n_run and cfg.row_widths) and 48 <= bm < 72  # the producer spills at 216
+                regs = FOUR_CONSUMER_REGS if four else RUN_ROW_WIDTH_REGS if runs_rows else 216
+                assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
             # Narrower token counts (docs/optimization.md, sessions 17 and 37).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
-            elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72 and k > RUN_MAX_K:  # one-block items
-                assert cfg.row_widths == ((bm - 8,) if bm <= 40 else (bm - 16, bm - 8)), cfg
+            elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items; runs: one count
+                assert cfg.row_widths == ((bm - 8,) if bm <= 40 or k <= RUN_MAX_K else (bm - 16, bm - 8)), cfg
                 assert not cfg.commit_per_step and cfg.consumers == 2
+                assert bool(cfg.n_run) == (k <= RUN_MAX_K)
             elif cfg.mt == 2 and cfg.items == 1 and bm >= 72:  # with runs from 80 tokens one count (spills)
                 assert cfg.row_widths == ((bm - 8,) if cfg.n_run and bm >= 80 else (bm - 16, bm - 8))
             else:
@@ -437,7 +441,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert choose_wgmma_config(7168, 2048, 56).row_widths == (40, 48)  # per-K-group commits (session 37)
     assert choose_wgmma_config(512, 7168, 32).row_widths == (24,)
     assert choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()  # 24 tokens: no narrower wgmma is cheaper
-    assert choose_wgmma_config(7168, 256, 56).row_widths == ()  # runs of N tiles
+    runs56 = choose_wgmma_config(7168, 256, 56)  # runs of N tiles: one count (session 38)
+    assert (runs56.n_run, runs56.row_widths, runs56.consumer_regs) == (RUN_TILES, (48,), RUN_ROW_WIDTH_REGS)
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):
         with pytest.raises(ChordInputError, match="row_widths"):
             WgmmaConfig(block_m=64, mt=2, items=2, stages=2, row_widths=bad)

@@ -188,6 +188,12 @@ WCASES = [
     WCase(Case("runs_m1", 6, 264, 32, 1, 2, block_m=8), WgmmaConfig(8, 1, 256, 3, n_run=2, pingpong=True)),
     WCase(Case("runs_row_widths_no_turns", 48, 7168, 256, 48 * 60, 1, block_m=80),
           WgmmaConfig(80, 2, 256, 3, n_run=4, row_widths=(64, 72))),
+    # Runs with row widths at 40-56 tokens, the consumers in turns (planned since session 38): TP8's
+    # down at 1536 tokens (40 of 48, 208 consumer registers); a hot expert under an expert map with
+    # runs not dividing the N tiles, a partial last tile and a short K at 40 (32 of 40).
+    WCase(Case("runs_rows_tp8_down_bm48_tok32_weighted", 384, 7168, 256, 1536, 8, block_m=48, weighted=True)),
+    WCase(Case("runs_rows_bm40_hot_mapped_edges", 16, 1800, 224, 600, 2, block_m=40, routing="hot", weighted=True),
+          WgmmaConfig(40, 2, 256, 3, n_run=3, pingpong=True, row_widths=(32,))),
 ]
 
 
@@ -225,14 +231,16 @@ def test_wgmma_gemm_matches_reference(wcase: WCase) -> None:
 @pytest.mark.parametrize("config", [WgmmaConfig(80, 2, 256, 2, dynamic=True, row_widths=(8, 24, 40, 64, 72)),
                                     WgmmaConfig(64, 2, 256, 2, items=2, row_widths=(8, 48, 96, 112)),
                                     WgmmaConfig(56, 2, 256, 3, dynamic=True, row_widths=(16, 24, 32, 40, 48)),
-                                    WgmmaConfig(32, 2, 256, 3, row_widths=(16, 24))],
-                         ids=["bm80", "bm64_items2", "bm56_per_group", "bm32_per_group"])
+                                    WgmmaConfig(32, 2, 256, 3, row_widths=(16, 24)),
+                                    WgmmaConfig(56, 2, 256, 4, n_run=7, pingpong=True, row_widths=(40, 48),
+                                                consumer_regs=208)],
+                         ids=["bm80", "bm64_items2", "bm56_per_group", "bm32_per_group", "bm56_runs"])
 def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
     """An item computed at a narrower token count than its blocks gives the very bits of the
     full-width item (a wgmma's columns are independent): Poisson rows of 1 .. 2 blocks per expert,
-    top-k weights, poisoned outputs."""
+    top-k weights, poisoned outputs; runs of N tiles at K = 256 (one stage per item)."""
     gen = torch.Generator(device="cuda").manual_seed(23 + config.items)
-    e, n, k, top_k = 48, 1024, 2048, 1
+    e, n, k, top_k = 48, 1024, 256 if config.n_run else 2048, 1
     rows = e * config.tile * 2 // 3
     packed, scales = _weights(e, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")

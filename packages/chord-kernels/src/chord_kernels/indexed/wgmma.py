@@ -111,6 +111,10 @@ past 24), the layer 1-3 % faster (1.5 % slower at TP8 16; docs/optimization.md, 
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
 over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
+RUN_ROW_WIDTH_REGS = 208
+"""Consumer registers of the runs' 48- and 56-token items with row widths: at 216 their gather producer
+(72 registers) spills 24-32 bytes (ptxas); 208 measured level with 216 on TP8's down and layer
+(docs/optimization.md, session 38)."""
 RUN_TILES = 7
 """N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the same configurations
 without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with slot-order rows and
@@ -123,9 +127,11 @@ nothing (docs/optimization.md, session 21)."""
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     """Row widths (:class:`WgmmaConfig`) of the default configurations with two tiles per warpgroup,
     where the count saves columns often. The one-block items of 32-56 tokens (K loop committing per K
-    group; not with runs of N tiles) at 8 tokens less up to 40 and at 8 and 16 less from 48: EP8's
-    GEMMs 1.5-15.5 % faster at 20-48 rows per expert, TP8's gate_up 2-6 % at 896-2048 tokens, the
-    layer 0.3-7 % (level at TP8 2048 tokens), the same bits (docs/optimization.md, session 37). The
+    group) at 8 tokens less up to 40 and at 8 and 16 less from 48: EP8's GEMMs 1.5-15.5 % faster at
+    20-48 rows per expert, TP8's gate_up 2-6 % at 896-2048 tokens, the layer 0.3-7 % (level at TP8
+    2048 tokens), the same bits (docs/optimization.md, session 37); with runs of N tiles (TP8's down)
+    8 less only: the down 3-7 % faster at 1280-2304 tokens, the layer 0.3-4 %, where 8 and 16 less
+    gained more on the down at 1536-1664 tokens but less on the layer (session 38). The
     72- and 80-token blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less
     (with runs of N tiles, from 80 tokens, 8 less only), 2-10 % faster per GEMM; the 64 x 2 items at
     :data:`PREFILL_ROW_WIDTHS` above :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step
@@ -133,8 +139,8 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     at 52-341 rows per expert (EP8) and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
     if mt != 2:
         return ()
-    if items == 1 and ONE_BLOCK_ROW_WIDTHS_MIN <= block_m < 72 and k > RUN_MAX_K:
-        return (block_m - 8,) if block_m <= 40 else (block_m - 16, block_m - 8)
+    if items == 1 and ONE_BLOCK_ROW_WIDTHS_MIN <= block_m < 72:
+        return (block_m - 8,) if block_m <= 40 or k <= RUN_MAX_K else (block_m - 16, block_m - 8)
     if items == 1 and block_m >= 72:  # with two tiles, 144 accumulator x token registers and up
         # With runs (K <= RUN_MAX_K) from 80 tokens one count: two spill 16 bytes in the gather
         # producer (ptxas, session 21).
@@ -500,5 +506,7 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
         stages = max_stages(block_m, mt, bk, items=items)
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
+    row_widths = _row_widths(block_m, items, mt, k)
+    regs = RUN_ROW_WIDTH_REGS if n_run and row_widths and 48 <= block_m < 72 else 216
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
-                       row_widths=_row_widths(block_m, items, mt, k), n_run=n_run, pingpong=n_run > 0)
+                       consumer_regs=regs, row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
