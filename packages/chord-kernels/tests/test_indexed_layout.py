@@ -223,8 +223,8 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 816 * 8) == 24  # tok_e 17: 24-token blocks to 17 rows with many experts ...
     assert choose(tp8, 817 * 8) == 32
     assert choose(tp8, 1024 * 8) == 32  # tp8_1024
-    assert choose(tp8, 1248 * 8) == 32  # tok_e 26: 32 to 26 rows with many experts ...
-    assert choose(tp8, 1249 * 8) == 40
+    assert choose(tp8, 1152 * 8) == 32  # tok_e 24: 32 to 24 rows with many experts ...
+    assert choose(tp8, 1153 * 8) == 40
     assert choose(pw, 48 * 24) == 40   # ... tok_e + 1.9 sigma with EP8's 48
     assert choose(tp8, 2304 * 8) == 56  # tok_e 48
     assert choose(pw, 48 * 17) == 32   # ... to 16 with EP8's 48

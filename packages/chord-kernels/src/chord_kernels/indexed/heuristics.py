@@ -91,12 +91,13 @@ experts) measured 6-10 % faster with 24- than with 32-token blocks at 10-16 rows
 MANY_EXPERTS = 256
 """Local experts from which :data:`NARROW_MANY_MAX_TOK_E` and :data:`MANY_32_MAX_TOK_E` apply
 (measured at 384; EP8's 48 keep :data:`NARROW_MAX_TOK_E` and the tok_e + 1.9 sigma tiles)."""
-MANY_32_MAX_TOK_E = 26.0
+MANY_32_MAX_TOK_E = 24.0
 """With :data:`MANY_EXPERTS` experts, 32-token blocks up to here, where tok_e + 1.9 sigma gives 40
 (from 22.8 rows per expert): among ~400 blocks an expert past 32 rows costs one more, and the
-32-token items cost less than 40-token ones. TP8's layer measured 2-10 % faster at 24 rows per expert
-(1152 tokens, five draws), 2 % at 25 (three), level at 27 (six), level to 8 % slower at 28; EP8's
-48 experts lose with 32 from 24 rows on (docs/optimization.md, session 34)."""
+32-token items cost less than 40-token ones. TP8's layer measured 5 % faster than with 40 at 24 rows
+per expert (1152 tokens, two draws), and 1.6-3.9 % slower at 24.5-26 (16 draws), once 40-token blocks
+ran 32-token wgmmas on both GEMMs (row widths; docs/optimization.md, session 38; before them 32
+measured faster to 26 rows, session 34); EP8's 48 experts lose with 32 from 24 rows on."""
 WIDE_MIN_TOK_E = 120.0
 """Up to here (from 86.6 rows per expert, :data:`PREFILL_ONE_BLOCK_MAX`) :data:`PREFILL_BLOCK`'s
 128-token items: most experts fit one, and their 256-wide K stages cost less than the wide items'
