@@ -284,7 +284,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 regs = FOUR_CONSUMER_REGS if four else RUN_ROW_WIDTH_REGS if runs_rows else 216
                 assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
-            # Narrower token counts (docs/optimization.md, sessions 17 and 37).
+            # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
             elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items; runs: one count

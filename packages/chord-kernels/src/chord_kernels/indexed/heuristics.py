@@ -95,7 +95,7 @@ MANY_32_MAX_TOK_E = 24.0
 """With :data:`MANY_EXPERTS` experts, 32-token blocks up to here, where tok_e + 1.9 sigma gives 40
 (from 22.8 rows per expert): among ~400 blocks an expert past 32 rows costs one more, and the
 32-token items cost less than 40-token ones. TP8's layer measured 5 % faster than with 40 at 24 rows
-per expert (1152 tokens, two draws), and 1.6-3.9 % slower at 24.5-26 (16 draws), once 40-token blocks
+per expert (1152 tokens, two draws), and 1.6-3.9 % slower at 24.5-26 (20 draws), once 40-token blocks
 ran 32-token wgmmas on both GEMMs (row widths; docs/optimization.md, session 38; before them 32
 measured faster to 26 rows, session 34); EP8's 48 experts lose with 32 from 24 rows on."""
 WIDE_MIN_TOK_E = 120.0
