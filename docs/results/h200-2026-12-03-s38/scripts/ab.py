@@ -5,6 +5,8 @@ timings, bit for bit (gate_up with SiLU fused, down with top-k weights).
 argv: STUDY precompile [threads] | STUDY time. Studies:
   rwg    row widths on the WGMMA kernel's one-block items of 24-56 tokens (two consumer warpgroups),
          whose K loop commits per K group: the items of fewer real rows run narrower wgmmas
+  dec    TP8's 24- and 32-token downs (K = 256) on the WGMMA kernel's runs of N tiles (wg; at 32 with
+         row widths at 24 as the runs now plan them, wg0 without) against the decode kernel's wide tiles
   runs   row widths on TP8's down (K = 256) in runs of N tiles at 40-56-token blocks (ping-pong
          consumers): 8 tokens less (rw1), 8 and 16 less (rw2), 208 consumer registers from 48 tokens
          (at 216 the producer spills 24-32 bytes)"""
@@ -58,7 +60,19 @@ def runs_variants(case, bm, c):
     return out
 
 
+def dec_variants(case, bm, c):
+    if not isinstance(c, DecodeConfig) or bm not in (24, 32):
+        return {}
+    wg = dataclasses.replace(W.choose_wgmma_config(case[2], case[3], bm, case[4] / case[1]), subnormal=True)
+    out = {"old": dataclasses.replace(c, subnormal=True), "wg": wg}
+    if wg.row_widths:
+        out["wg0"] = dataclasses.replace(wg, row_widths=())
+    return out
+
+
 STUDIES = {
+    # TP8's 24- and 32-token downs: decode kernel against WGMMA runs
+    "dec": (tp8((512, 640, 768, 896, 1024, 1152), "dn"), lambda c: True, dec_variants),
     # TP8's down in runs of N tiles at 40-56-token blocks
     "runs": (tp8((1280, 1344, 1536, 1664, 1920, 2048, 2304), "dn"), lambda c: True, runs_variants),
     # row widths on the two-warpgroup one-block items (32-56 tokens):
