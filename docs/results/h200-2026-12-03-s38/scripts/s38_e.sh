@@ -3,5 +3,5 @@ tar -C .dev -xJf .dev/cache38b.tar.xz
 export CHORD_CACHE_DIR=$(pwd)/.dev/cache38b
 source .dev/env.sh
 git log --oneline -1; git status --short | head -8; date -u
-OUT=$OUT timeout 240 python3 .dev/s38/layer_ep8.py time 2>&1 | tail -28
+OUT=$OUT timeout 240 python3 .dev/s38/layer_ab.py ep8 time 2>&1 | tail -28
 date -u
