@@ -1,10 +1,8 @@
 # ruff: noqa
 """Session 38's A/B harness (session 37's, ../h200-2026-12-03-s37/scripts/ab.py, with this session's
-studies): one GEMM at a time, variants of its configuration interleaved in one process, three
+studies in place of its own): one GEMM at a time, variants of its configuration interleaved in one process, three
 timings, bit for bit (gate_up with SiLU fused, down with top-k weights).
 argv: STUDY precompile [threads] | STUDY time. Studies:
-  rwg    row widths on the WGMMA kernel's one-block items of 24-56 tokens (two consumer warpgroups),
-         whose K loop commits per K group: the items of fewer real rows run narrower wgmmas
   dec    TP8's 24- and 32-token downs (K = 256) on the WGMMA kernel's runs of N tiles (wg; at 32 with
          row widths at 24 as the runs now plan them, wg0 without) against the decode kernel's wide tiles
   runs   row widths on TP8's down (K = 256) in runs of N tiles at 40-56-token blocks (ping-pong
@@ -17,35 +15,10 @@ from chord_kernels.indexed.decode import DecodeConfig
 from chord_kernels.indexed.heuristics import choose_block_m
 
 
-def ep8(ts, gs=("gu", "dn")):
-    return [(f"ep8_tok{t}_{g}", 48, 4096 if g == "gu" else 7168, 7168 if g == "gu" else 2048, round(48 * t), 1)
-            for t in ts for g in gs]
-
-
 def tp8(ms, g="gu"):
     return [(f"tp8_{m}_{g}", 384, 512 if g == "gu" else 7168, 7168 if g == "gu" else 256, 8 * m, 8) for m in ms]
 
 
-
-
-def _widths(tile, lo):
-    return tuple(w for w in range(lo, tile, 8))
-
-
-def rwg_variants(case, bm, c):
-    """Row widths on one-block WGMMA items whose K loop commits per K group, against none (old): the
-    plan (session 37's rule), one width (8 tokens less), two (8 and 16 less), and every multiple of 8
-    from 16 tokens."""
-    if not isinstance(c, W.WgmmaConfig) or c.items != 1 or c.consumers != 2 or c.commit_per_step or c.n_run:
-        return {}
-    c = dataclasses.replace(c, subnormal=True)
-    out = {"old": dataclasses.replace(c, row_widths=()), "plan": c}
-    sets = {"rw1": (bm - 8,), "rw2": (bm - 16, bm - 8), "rwall": _widths(bm, 16)}
-    for tag, ws in sets.items():
-        ws = tuple(w for w in ws if w >= 16 and w % bm)
-        if ws and dataclasses.replace(c, row_widths=ws) not in out.values():
-            out[tag] = dataclasses.replace(c, row_widths=ws)
-    return out
 
 
 def runs_variants(case, bm, c):
@@ -75,10 +48,6 @@ STUDIES = {
     "dec": (tp8((512, 640, 768, 896, 1024, 1152), "dn"), lambda c: True, dec_variants),
     # TP8's down in runs of N tiles at 40-56-token blocks
     "runs": (tp8((1280, 1344, 1536, 1664, 1920, 2048, 2304), "dn"), lambda c: True, runs_variants),
-    # row widths on the two-warpgroup one-block items (32-56 tokens):
-    # EP8 both GEMMs at 20-48 rows (32-56), TP8 gate_up at 896-2048 tokens (32-56)
-    "rwg": (ep8((20, 24, 28, 32, 36, 43, 48)) + tp8((896, 1024, 1152, 1280, 1536, 2048), "gu"), lambda c: True,
-            rwg_variants),
 }
 STUDY = sys.argv[1]
 CASES, WANTED, VARIANTS = STUDIES[STUDY]
