@@ -84,11 +84,12 @@ def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() 
         decode = _plan(7168, k, 16, 62).config
         assert decode == short_k_config(7168, 16) and decode.row_widths
     assert not isinstance(_plan(512, 1024, 16, 62).config, WgmmaConfig)  # below K = 2048
-    # Up to 6 expected rows per expert the gate_up's 16-token blocks take the decode kernel's wide
+    # Up to 8 expected rows per expert the gate_up's 16-token blocks take the decode kernel's wide
     # tiles too (wide N only), with SiLU-and-mul fused there and not on its other tiles.
     low = config_for_rows(4096, 7168, 16, "sm_90a", indexed.planner.DECODE_BLOCK16_MAX_TOK_E)
     assert low == short_k_config(4096, 16) and low in configs_for(4096, 7168, 16, "sm_90a")
-    assert config_for_rows(4096, 7168, 16, "sm_90a", 6.5) is None
+    assert config_for_rows(4096, 7168, 16, "sm_90a", 8.0) == low
+    assert config_for_rows(4096, 7168, 16, "sm_90a", 8.5) is None
     assert config_for_rows(512, 7168, 16, "sm_90a", 2.0) is None and config_for_rows(7168, 2048, 16, "sm_90a", 2.0) is None
     assert silu_mul_twin(low, 4096) == dataclasses.replace(low, silu_mul=True)
     assert silu_mul_twin(dataclasses.replace(choose_config(4096, 7168, 8), schedule="strided"), 4096) is None

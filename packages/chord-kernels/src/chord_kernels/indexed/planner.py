@@ -57,12 +57,12 @@ WIDE_BLOCK16_MAX_K = 4096
 (docs/optimization.md, session 35: the decode kernel's one-fma form, wide tiles and row widths came
 after session 10's measurement). Kimi's gate_up (K = 7168, whose SiLU-and-mul the WGMMA kernel fuses)
 stays on the WGMMA kernel above :data:`DECODE_BLOCK16_MAX_TOK_E` rows per expert."""
-DECODE_BLOCK16_MAX_TOK_E = 6.0
+DECODE_BLOCK16_MAX_TOK_E = 8.0
 """Up to this many expected rows per expert, 16-token blocks from :data:`WIDE_BLOCK16_MAX_K` on
 (Kimi's gate_up, K = 7168) run the decode kernel's wide tiles with row widths and SiLU-and-mul fused
 in pairs of gate and up warps: the GEMM 6-13 % faster than the WGMMA kernel's at 3.6-5 rows per
-expert, 2-4 % at 6-8, 1-3 % slower at 9; the layer 4-8 % faster at 3.6-5 rows (EP8 and DeepEP low
-latency), 1-6 % at 6, level to 2 % slower at 7-9 (docs/optimization.md, session 35)."""
+expert, 2-8 % at 6-8, level at 8.5-9; the layer 4-8 % faster at 3.6-5 rows (EP8 and DeepEP low
+latency), 1-6 % at 6, 0-4 % at 6.5-7, level at 7.5-9 (docs/optimization.md, sessions 35 and 39)."""
 
 
 @dataclass(frozen=True)
