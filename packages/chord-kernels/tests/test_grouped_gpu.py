@@ -66,6 +66,7 @@ MASKED = [  # name, experts, N, K, max_m, counts ("uniform" draws 0..max_m; else
     ("bm48", 6, 512, 4128, 88, "edges"),  # 32 rows per group: 48-token blocks
     ("four_pairs_bm24", 6, 512, 4128, 30, "edges"),  # 12 rows per group: items of two 24-token blocks
     ("ep8_gate_up_bm24_pairs", 48, 4096, 7168, 30, "uniform"),  # ~15 rows per group, up to 30
+    ("ep8_down_bm24_three", 48, 7168, 2048, 30, "uniform"),  # the down on three consumer warpgroups
     ("odd_nk", 5, 72, 160, 13, "uniform"),
 ]
 

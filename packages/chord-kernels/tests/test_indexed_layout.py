@@ -259,6 +259,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         SMEM_LIMIT,
         WIDE_CONSUMER_REGS,
         WIDE_SEVEN_WIDTHS,
+        THREE_CONSUMER_REGS,
         WIDE_SHORT_K,
         WIDE_SHORT_K_WIDTHS,
         WgmmaConfig,
@@ -276,12 +277,15 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.widths == (WIDE_SHORT_K_WIDTHS if k <= WIDE_SHORT_K else WIDE_SEVEN_WIDTHS)
                 assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
             else:
-                # gate_up's one-block items of 24-48 tokens: four consumer warpgroups.
+                # gate_up's one-block items of 24-48 tokens: four consumer warpgroups; the down's
+                # (K = 2048, N = 7168) of 32 tokens: three.
                 four = (k >= FOUR_CONSUMER_MIN_K and n >= 512 and cfg.items == 1 and cfg.mt == 2
                         and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS)
-                assert cfg.consumers == (4 if four else 2), cfg
+                three = (n, k) == (7168, 2048) and bm == 32
+                assert cfg.consumers == (4 if four else 3 if three else 2), cfg
                 runs_rows = bool(cfg.n_run and cfg.row_widths) and 48 <= bm < 72  # the producer spills at 216
-                regs = FOUR_CONSUMER_REGS if four else RUN_ROW_WIDTH_REGS if runs_rows else 216
+                regs = (FOUR_CONSUMER_REGS if four else THREE_CONSUMER_REGS if three else RUN_ROW_WIDTH_REGS
+                        if runs_rows else 216)
                 assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
             # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
@@ -289,7 +293,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
             elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items; runs: one count
                 assert cfg.row_widths == ((bm - 8,) if bm <= 40 or k <= RUN_MAX_K else (bm - 16, bm - 8)), cfg
-                assert not cfg.commit_per_step and cfg.consumers == 2
+                assert not cfg.commit_per_step and cfg.consumers in (2, 3)
                 assert bool(cfg.n_run) == (k <= RUN_MAX_K)
             elif cfg.mt == 2 and cfg.items == 1 and bm >= 72:  # with runs from 80 tokens one count (spills)
                 assert cfg.row_widths == ((bm - 8,) if cfg.n_run and bm >= 80 else (bm - 16, bm - 8))
@@ -301,14 +305,24 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
     # Four consumer warpgroups: 640 threads get 96 registers each at launch, and the consumers'
-    # share must leave the producer 24; three are not a configuration.
+    # share must leave the producer 24.
     four = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK, 12.0)
     assert four.register_pool == 96 and four.template_args().endswith(", 2, 4, false, false, false, true, false, 0u, 104")
     assert four.topk_sum_twin(4096) is None  # the sum's registers do not fit its share
     with pytest.raises(ChordInputError, match="consumer_regs"):
         dataclasses.replace(four, consumer_regs=136)  # 136 x 512 > 96 x 640 - 24 x 128
     with pytest.raises(ChordInputError, match="invalid wgmma config"):
-        dataclasses.replace(four, consumers=3)
+        dataclasses.replace(four, consumers=5, consumer_regs=64)
+    # Three, for the down GEMMs' one-block items of 24 and 32 tokens (384-channel N tiles, per-group
+    # commits, whole stages): 512 threads get 128 registers each, shared evenly.
+    for bm, tok_e, stages in ((24, 12.0, 3), (32, 20.0, 2)):
+        three = choose_wgmma_config(7168, 2048, bm, tok_e)
+        assert (three.consumers, three.consumer_regs, three.register_pool, three.stages) == (3, 128, 128, stages)
+        assert (three.block_n, three.ntiles(7168), three.commit_per_step, three.whole_stages) == (384, 19, False, True)
+        assert three.topk_sum_twin(7168) is not None
+    assert choose_wgmma_config(7168, 2048, 48).consumers == 2  # 48 tokens: two (three measured slower)
+    assert choose_wgmma_config(4096, 2048, 24, 12.0).consumers == 2  # narrower N: not measured
+    assert choose_wgmma_config(7168, 2048, 24).items == 6  # rows unknown: the wide items
     assert choose_wgmma_config(4096, 7168, 16).consumers == 2  # 16-token blocks keep two
     # Beyond 40 tokens two stages fit with the epilogue in 16-token passes.
     wide_four = WgmmaConfig(block_m=48, mt=2, bk=256, stages=2, consumers=4, dynamic=True, consumer_regs=104)

@@ -47,6 +47,12 @@ TCASES = [
     # 224 consumer registers): 150 rows, experts past 168 rows in two items.
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
     TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
+    # The down's 24- and 32-token one-block items on three consumer warpgroups (EP8 at 12 and 20 rows
+    # per expert), in routing order too.
+    TCase(Case("ep8_down_bm24_three_mapped", 48, 7168, 2048, 48 * 12 // 8 * 4, 8, block_m=24, routing="mapped"), True,
+          choose_wgmma_config(7168, 2048, 24, 12.0), routing_order=True),
+    TCase(Case("ep8_down_bm32_three", 48, 7168, 2048, 48 * 20 // 8, 8, block_m=32), True,
+          choose_wgmma_config(7168, 2048, 32, 20.0)),
     # EP8's down at 16-token blocks: the decode kernel's wide tiles with row widths (blocks of 1-16 rows).
     TCase(Case("ep8_down_bm16_row_widths", 48, 7168, 2048, 300, 8, block_m=16, routing="mapped"), False),
     # Runs of N tiles over a resident activation tile (K <= 256; their epilogue-sum twin takes items

@@ -90,6 +90,20 @@ WCASES = [
           WgmmaConfig(24, 2, 256, 2, consumers=4, items=2, consumer_regs=104)),
     # 48-token items: the epilogue in 16-token passes (planned: EP8 at 32 rows per expert; edges).
     WCase(Case("four_ep8_gate_up_bm48_tok32", 48, 4096, 7168, 48 * 32, 1, block_m=48)),
+    # Three consumer warpgroups of two tiles (384-channel N tiles, planned for the down's 24- and
+    # 32-token one-block items): the planned EP8 down (19 N tiles, the last two thirds full) under an
+    # expert map; one N tile whose third warpgroup holds a partial block and an empty one, a hot
+    # expert; empty experts with a short last K stage (dynamic); M = 1.
+    WCase(Case("three_ep8_down_bm24_weighted", 48, 7168, 2048, 48 * 12, 1, block_m=24, weighted=True),
+          choose_wgmma_config(7168, 2048, 24, 12.0)),
+    WCase(Case("three_ep8_down_bm32_mapped_weighted", 48, 7168, 2048, 48 * 20, 1, block_m=32, routing="mapped",
+               weighted=True), choose_wgmma_config(7168, 2048, 32, 20.0)),
+    WCase(Case("three_edges_hot_weighted", 6, 264, 1056, 300, 2, block_m=24, routing="hot", weighted=True),
+          WgmmaConfig(24, 2, 256, 3, consumers=3, consumer_regs=128)),
+    WCase(Case("three_empty_experts_dynamic", 8, 1000, 2080, 90, 2, block_m=32, routing="sparse"),
+          WgmmaConfig(32, 2, 256, 2, consumers=3, consumer_regs=128, dynamic=True, row_widths=(24,))),
+    WCase(Case("three_m1", 6, 512, 2048, 1, 2, block_m=24),
+          WgmmaConfig(24, 2, 256, 3, consumers=3, consumer_regs=128, whole_stages=True)),
     WCase(Case("four_bm48_edges_hot_weighted", 6, 264, 4128, 300, 2, block_m=48, routing="hot", weighted=True),
           WgmmaConfig(48, 2, 256, 2, consumers=4, consumer_regs=104)),
     WCase(Case("m1", 6, 16, 32, 1, 2, block_m=8)),

@@ -108,6 +108,23 @@ expert passes 24 rows (EP8 12-16 and TP8 10 rows per expert; 2 % slower at TP8 1
 past 24), the layer 1-3 % faster (1.5 % slower at TP8 16; docs/optimization.md, session 26)."""
 
 
+THREE_CONSUMER_MAX_TOKENS = 32
+"""Below :data:`FOUR_CONSUMER_MIN_K` (the down GEMMs, K = 2048) the one-block items of 24 and 32 tokens
+run three consumer warpgroups of two 64-channel tiles (384-channel N tiles) where N is at least
+:data:`THREE_CONSUMER_MIN_N`: Kimi's EP8 down at 48 routing blocks is 19 N tiles, 6.9 waves on 132
+SMs, where 256-channel tiles make 10.2 (11 steps) and four warpgroups' 512-channel ones 5.1 (6 steps).
+Interleaved against two warpgroups, the same bits: the down 12-14 % faster at 10-16 rows per expert
+(24-token blocks) where the routing holds 48 blocks, 2-6 % where an expert past 24 rows makes 49
+(7.05 waves), 4-7 % at 20 rows (32-token blocks, 48 blocks) and 0-2 % slower at 49; the layer 3-5 %
+faster (EP8, DeepEP low latency) at 10-14 rows, 1-4 % at 16, -3 to +1 % at 20. 48-token items
+measured 1-7 % slower (two stages), gate_up's 32-48-token ones 3-17 % (docs/optimization.md, session
+42). 128 consumer registers (the producer keeps 128): 144 and 152 measured level or slower."""
+THREE_CONSUMER_MIN_N = 7168
+"""The narrowest weight (N) whose items take three warpgroups: the one N measured (Kimi's down)."""
+THREE_CONSUMER_REGS = 128
+"""Consumer registers of those configurations (512 threads: 128 each at launch)."""
+
+
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
 over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
@@ -240,7 +257,7 @@ class WgmmaConfig:
                                   f"spill), got {self}")
         if self.pingpong and (not self.n_run or self.consumers != 2):
             raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
-        if self.stages < 2 or self.consumers not in (1, 2, 4):
+        if self.stages < 2 or self.consumers not in (1, 2, 3, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
     ctas_per_sm = 1
@@ -254,7 +271,7 @@ class WgmmaConfig:
     def commit_per_step(self) -> bool:
         """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``, which the
         generated source checks against this), else per K group of two steps."""
-        return self.mt * self.tile >= 128 or self.consumers > 2
+        return self.mt * self.tile >= 128 or self.consumers > 3
 
     @property
     def threads(self) -> int:
@@ -323,7 +340,7 @@ class WgmmaConfig:
         register share leave the sum no registers). Row widths stay on one-block items only: the
         64 x 2 items' spill next to the sum; so do runs of N tiles (40-56-token blocks): the twin
         takes items of one N tile."""
-        if self.silu_mul or n % 8 or self.widths or self.consumers > 2:
+        if self.silu_mul or n % 8 or self.widths or self.consumers > 3:
             return None
         base = self
         if self.n_run:
@@ -454,7 +471,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     consumer warpgroups in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the 24-token blocks (:data:`FOUR_CONSUMER_MAX_TOKENS`) that
     are not wide items run four consumer warpgroups of two tiles each, in items of up to
-    :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks.
+    :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks; below it, the one-block items of up to
+    :data:`THREE_CONSUMER_MAX_TOKENS` tokens run three where N is at least :data:`THREE_CONSUMER_MIN_N`.
     """
     rows = 0
     if tok_e is not None:
@@ -500,6 +518,12 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
             return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=4, items=four_items,
                                dynamic=dynamic, consumer_regs=FOUR_CONSUMER_REGS,
                                row_widths=_row_widths(block_m, four_items, mt, k))
+    if (k < FOUR_CONSUMER_MIN_K and n >= THREE_CONSUMER_MIN_N and items == 1 and mt == 2 and not n_run
+            and WIDE_BLOCK <= block_m <= THREE_CONSUMER_MAX_TOKENS):
+        stages = max_stages(block_m, mt, bk, consumers=3, consumer_regs=THREE_CONSUMER_REGS)
+        if stages >= 2:
+            return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=stages, consumers=3, dynamic=dynamic,
+                               consumer_regs=THREE_CONSUMER_REGS, row_widths=_row_widths(block_m, items, mt, k))
     stages = max_stages(block_m, mt, bk, items=items, n_run=n_run)
     if stages < 2:
         bk, n_run = 128, 0

@@ -122,9 +122,9 @@ struct WgmmaConfig {
   // the accumulators and would serialize every wgmma (C7511/C7512); below, the per-group commits
   // measured faster (docs/optimization.md, session 8), row widths included (session 17 found a
   // second width serializing them; with today's K loop nvcc 13.0's ptxas pipelines every width,
-  // session 37), except beyond two consumer warpgroups, whose smaller register share holds no A
-  // buffer per K group (session 24).
-  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kConsumers_ > 2;
+  // session 37), except with four consumer warpgroups, whose smaller register share holds no A
+  // buffer per K group (session 24); three, at 128 registers, hold one at 24-32 tokens (session 42).
+  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kConsumers_ > 3;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
   __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
