@@ -91,9 +91,9 @@ WCASES = [
     # 48-token items: the epilogue in 16-token passes (planned: EP8 at 32 rows per expert; edges).
     WCase(Case("four_ep8_gate_up_bm48_tok32", 48, 4096, 7168, 48 * 32, 1, block_m=48)),
     # Three consumer warpgroups of two tiles (384-channel N tiles, planned for the down's 24- and
-    # 32-token one-block items): the planned EP8 down (19 N tiles, the last two thirds full) under an
-    # expert map; one N tile whose third warpgroup holds a partial block and an empty one, a hot
-    # expert; empty experts with a short last K stage (dynamic); M = 1.
+    # 32-token one-block items): the planned EP8 down (19 N tiles, the last two thirds full), at 32
+    # tokens under an expert map; one N tile whose third warpgroup holds a partial block and one past
+    # N, a hot expert; empty experts with a short last K stage (dynamic); M = 1.
     WCase(Case("three_ep8_down_bm24_weighted", 48, 7168, 2048, 48 * 12, 1, block_m=24, weighted=True),
           choose_wgmma_config(7168, 2048, 24, 12.0)),
     WCase(Case("three_ep8_down_bm32_mapped_weighted", 48, 7168, 2048, 48 * 20, 1, block_m=32, routing="mapped",

@@ -113,12 +113,12 @@ THREE_CONSUMER_MAX_TOKENS = 32
 run three consumer warpgroups of two 64-channel tiles (384-channel N tiles) where N is at least
 :data:`THREE_CONSUMER_MIN_N`: Kimi's EP8 down at 48 routing blocks is 19 N tiles, 6.9 waves on 132
 SMs, where 256-channel tiles make 10.2 (11 steps) and four warpgroups' 512-channel ones 5.1 (6 steps).
-Interleaved against two warpgroups, the same bits: the down 12-14 % faster at 10-16 rows per expert
-(24-token blocks) where the routing holds 48 blocks, 2-6 % where an expert past 24 rows makes 49
-(7.05 waves), 4-7 % at 20 rows (32-token blocks, 48 blocks) and 0-2 % slower at 49; the layer 3-5 %
-faster (EP8, DeepEP low latency) at 10-14 rows, 1-4 % at 16, -3 to +1 % at 20. 48-token items
-measured 1-7 % slower (two stages), gate_up's 32-48-token ones 3-17 % (docs/optimization.md, session
-42). 128 consumer registers (the producer keeps 128): 144 and 152 measured level or slower."""
+Interleaved against two warpgroups, the same bits: the down 8-15 % faster at 10-16 rows per expert
+(24-token blocks) where the routing holds 48 blocks, 3-5 % where an expert past 24 rows makes 49
+(7.05 waves), 4-7 % at 20 rows (32-token blocks, 48 blocks) and level to 3 % slower at 49; the layer
+3-5 % faster (EP8, DeepEP low latency) at 10-14 rows, 1-4 % at 16, -3 to +1 % at 20. 40- and 48-token
+items measured level to 10 % slower (two stages), gate_up's 32-48-token ones 3-17 % (docs/optimization.md,
+session 42). 128 consumer registers (the producer keeps 128): 144 and 152 measured level or slower."""
 THREE_CONSUMER_MIN_N = 7168
 """The narrowest weight (N) whose items take three warpgroups: the one N measured (Kimi's down)."""
 THREE_CONSUMER_REGS = 128
