@@ -117,7 +117,7 @@ Interleaved against two warpgroups, the same bits: the down 8-15 % faster at 10-
 (24-token blocks) where the routing holds 48 blocks, 3-5 % where an expert past 24 rows makes 49
 (7.05 waves), 4-7 % at 20 rows (32-token blocks, 48 blocks) and level to 3 % slower at 49; the layer
 3-5 % faster (EP8, DeepEP low latency) at 10-14 rows, 1-4 % at 16, -3 to +1 % at 20. 40- and 48-token
-items measured level to 10 % slower (two stages), gate_up's 32-48-token ones 3-17 % (docs/optimization.md,
+items measured -4 to +10 % (two stages), gate_up's 32-48-token ones 3-17 % (docs/optimization.md,
 session 42). 128 consumer registers (the producer keeps 128): 144 and 152 measured level or slower."""
 THREE_CONSUMER_MIN_N = 7168
 """The narrowest weight (N) whose items take three warpgroups: the one N measured (Kimi's down)."""
