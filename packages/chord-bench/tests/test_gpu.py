@@ -100,16 +100,20 @@ def test_runner_small_scenarios(tmp_path):
 
 
 @pytest.mark.gpu
-def test_chord_grouped_routes_expert_parallel_rows_contiguously():
+@pytest.mark.parametrize("rows", [64, 8 * 135])
+def test_chord_grouped_routes_expert_parallel_rows_contiguously(rows):
     """chord-grouped on an EP indexed scenario: rows routed into 128-row segments outside the
-    timed call, the down GEMM's top-k weights applied after it; both GEMMs pass the harness check."""
+    timed call, the down GEMM's top-k weights applied after it; both GEMMs pass the harness check.
+    At 135 rows per expert the contiguous mode plans its wide items from the layout's expected_m."""
     from chord_bench.problems import WeightCache, scenario_problems
 
-    _, problems = scenario_problems(_small("ep8_tok16"), "uniform", 0, WeightCache(0, torch.device("cuda")))
+    scenario = dataclasses.replace(_small("ep8_tok16"), tokens=rows)
+    _, problems = scenario_problems(scenario, "uniform", 0, WeightCache(0, torch.device("cuda")))
     impl = ChordGroupedImpl()
     for problem in problems:
         cand = impl.candidate(problem)
         assert "routed contiguously" in cand.config
+        assert ("items=5" in cand.config) == (rows > 64), cand.config
         assert cand.check(problem) is None, problem.name
 
 

@@ -203,6 +203,69 @@ def test_activation_is_silu_and_mul_of_the_plain_output(expected_m: int) -> None
     assert torch.equal(fused[rows], silu_and_mul(plain[rows]))
 
 
+CONTIGUOUS_WIDE = [  # name, experts, N, K, mean rows per expert, routing
+    ("ep8_gate_up", 48, 4096, 7168, 135, "uniform"),  # dynamic schedule, SiLU-and-mul fused
+    ("ep8_down", 48, 7168, 2048, 128, "uniform"),
+    ("odd_nk", 5, 72, 1056, 140, "uniform"),  # one tile per warpgroup, partial N tile, short last K stage, strided
+    ("hot_expert", 8, 256, 512, 130, "hot"),  # every row on one expert: items across its segments, the rest empty
+]
+
+
+@pytest.mark.parametrize("case", CONTIGUOUS_WIDE, ids=[c[0] for c in CONTIGUOUS_WIDE])
+def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
+    """With ``expected_m`` of 121-150 rows per expert and experts past one 128-row segment the
+    contiguous mode runs wide items of 32-row blocks: on the real rows bit for bit the default plan
+    (64 x 2 items), the reference within its bound, repeated runs identical, padding rows untouched,
+    the activation fused or not ``silu_and_mul`` of the plain rows, and a captured graph replaying
+    new rows."""
+    name, e, n, k, mean, kind = case
+    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) + 43)
+    packed, scales = _weights(e, n, k, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    c = routing.contiguous_layout(_ids(e, e * mean, 1, kind, gen), e)
+    m = c.m_indices.numel()
+    assert grouped.contiguous_config(w, m, mean, "sm_90a") is not None, "the case must take the wide items"
+    a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    real = c.m_indices >= 0
+    grouped.prepare(w, expected_m=mean, activation="silu")
+    outs = []
+    for _ in range(2):
+        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grouped.contiguous(a, w, c.m_indices, out=out, expected_m=mean)
+        outs.append(out)
+    plan = grouped.contiguous(a, w, c.m_indices)
+    torch.cuda.synchronize()
+    ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
+    assert outs[0][~real].isnan().all(), "padding rows were written"
+    assert torch.equal(outs[0][real], plan[real])
+    assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
+    assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
+    fused = grouped.contiguous(a, w, c.m_indices, expected_m=mean, activation="silu")
+    assert torch.equal(fused[real], silu_and_mul(plan[real]))
+
+    out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        grouped.contiguous(a, w, c.m_indices, out=out, expected_m=mean)
+    a.copy_(torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16))
+    graph.replay()
+    plan = grouped.contiguous(a, w, c.m_indices)
+    torch.cuda.synchronize()
+    assert torch.equal(out[real], plan[real])
+
+
+def test_contiguous_names_a_bad_expected_m() -> None:
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    packed, scales = _weights(4, 64, 64, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    a = torch.zeros(128, 64, dtype=torch.bfloat16, device="cuda")
+    m_indices = torch.zeros(128, dtype=torch.int32, device="cuda")
+    for bad in (-1, 130.5, True):
+        with pytest.raises(ChordInputError, match=r"expected_m: expected a non-negative integer or None"):
+            grouped.contiguous(a, w, m_indices, expected_m=bad)
+    assert grouped.contiguous(a[:0], w, m_indices[:0], expected_m=130).shape == (0, 64)
+
+
 def test_masked_graph_capture_replays_new_counts() -> None:
     gen = torch.Generator(device="cuda").manual_seed(5)
     g, n, k, max_m = 8, 512, 1024, 64

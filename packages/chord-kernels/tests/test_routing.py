@@ -101,6 +101,9 @@ def test_contiguous_layout_pads_each_expert_to_alignment() -> None:
     gathered = c.gather(hidden)
     assert torch.equal(gathered[real], hidden[c.row_slots[real] // 3])
     assert bool((gathered[~real] == 0).all())
+    assert c.expected_m == round(37 * 3 / 5)
+    local = contiguous_layout(torch.tensor([[0, 1], [1, 3], [3, 3]]), 4, expert_map=torch.tensor([-1, 0, -1, 1]))
+    assert local.expected_m == round(5 / 2)  # the local experts' rows over the local experts
 
 
 def test_masked_layout_with_expert_map() -> None:

@@ -264,7 +264,8 @@ class ChordGroupedImpl(ChordIndexedImpl):
     On the expert-parallel indexed scenarios the rows are routed contiguously first
     (``routing.contiguous_layout``: grouped by expert, each expert's rows padded to 128), untimed,
     as humming's ``grouped_contiguous`` path gets them permuted by vLLM; the top-k weights of a
-    down GEMM are applied outside the timed call, as for humming."""
+    down GEMM are applied outside the timed call, as for humming. Both modes get the layout's mean
+    rows per expert (``expected_m``), which a dispatch knows as vLLM's humming heuristic knows M."""
 
     name = "chord-grouped"
 
@@ -288,12 +289,13 @@ class ChordGroupedImpl(ChordIndexedImpl):
         return self._packed[key]
 
     def _routed_contiguously(self, problem: GemmProblem, label: str | None) -> Candidate:
-        from chord_kernels import grouped, hardware, indexed, routing
+        from chord_kernels import grouped, indexed, routing
 
         weight = self._pack(problem)
         device = problem.a.device
-        grouped.prepare(weight, device=device)
         layout = routing.contiguous_layout(problem.topk_ids, problem.num_experts)
+        expected_m = layout.expected_m
+        grouped.prepare(weight, expected_m=expected_m, device=device)
         real = layout.row_slots >= 0
         slots = layout.row_slots[real]
         a = problem.a_flat()[(layout.row_slots.clamp(min=0) // problem.addr_top_k)].contiguous()
@@ -302,7 +304,7 @@ class ChordGroupedImpl(ChordIndexedImpl):
         scale = None if problem.topk_weights is None else problem.topk_weights.reshape(-1)[slots].reshape(-1, 1)
 
         def run() -> None:
-            grouped.contiguous(a, weight, layout.m_indices, out=out, workspace=workspace)
+            grouped.contiguous(a, weight, layout.m_indices, out=out, workspace=workspace, expected_m=expected_m)
 
         def result() -> torch.Tensor:
             full = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
@@ -311,10 +313,18 @@ class ChordGroupedImpl(ChordIndexedImpl):
             return full
 
         return Candidate(label or f"routed contiguously (128-row segments, untimed); grouped contiguous "
-                         f"block_m={grouped.contiguous_block_m(hardware.arch(device.index))}", run, result)
+                         f"{self._contiguous_plan(weight, a.shape[0], expected_m, device)}", run, result)
+
+    @staticmethod
+    def _contiguous_plan(weight: object, m: int, expected_m: int, device: torch.device) -> str:
+        from chord_kernels import grouped, hardware
+
+        arch = hardware.arch(device.index)
+        wide = grouped.contiguous_config(weight, m, expected_m, arch)
+        return f"block_m={grouped.contiguous_block_m(arch)}" if wide is None else describe_config(wide)
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
-        from chord_kernels import grouped, hardware, indexed
+        from chord_kernels import grouped, indexed
 
         if config is not None:
             raise ChordInputError("chord-grouped plans its own configuration")
@@ -323,23 +333,24 @@ class ChordGroupedImpl(ChordIndexedImpl):
         weight = self._pack(problem)
         device = problem.a.device
         layout = problem.layout
-        expected_m = getattr(layout, "expected_m", None)
+        expected_m = layout.expected_m
         grouped.prepare(weight, expected_m=expected_m, device=device)
         workspace = indexed.new_workspace(indexed.max_workspace_bytes(weight, device=device), device)
         out = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         if problem.family == "contiguous":
-            block_m = grouped.contiguous_block_m(hardware.arch(device.index))
+            plan = self._contiguous_plan(weight, problem.a.shape[0], expected_m, device)
 
             def run() -> None:
-                grouped.contiguous(problem.a, weight, layout.m_indices, out=out, workspace=workspace)
+                grouped.contiguous(problem.a, weight, layout.m_indices, out=out, workspace=workspace,
+                                   expected_m=expected_m)
         else:
-            block_m = grouped.masked_block_m(weight, expected_m)
+            plan = f"block_m={grouped.masked_block_m(weight, expected_m)}"
             out3 = out.view(weight.num_experts, -1, problem.shape.n)
 
             def run() -> None:
                 grouped.masked(problem.a, weight, layout.masked_m, expected_m, out=out3, workspace=workspace)
 
-        return Candidate(label or f"grouped {problem.family} block_m={block_m}", run, lambda: out)
+        return Candidate(label or f"grouped {problem.family} {plan}", run, lambda: out)
 
 
 def builtin_implementations(names: list[str] | None = None) -> list[Implementation]:

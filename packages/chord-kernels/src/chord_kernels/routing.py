@@ -161,7 +161,8 @@ class ContiguousRouting:
     """Grouped contiguous layout: each local expert's rows padded to ``alignment`` rows.
 
     ``m_indices`` int32 ``[rows]``: the expert of each row, -1 for padding. ``row_slots`` int64
-    ``[rows]``: the flat slot (``token * top_k + j``) a row holds, -1 for padding.
+    ``[rows]``: the flat slot (``token * top_k + j``) a row holds, -1 for padding. ``expected_m``:
+    the mean real rows per local expert (the host-side hint ``grouped.contiguous`` plans with).
     """
 
     m_indices: torch.Tensor
@@ -169,6 +170,7 @@ class ContiguousRouting:
     num_groups: int
     alignment: int
     top_k: int
+    expected_m: int
 
     def gather(self, hidden: torch.Tensor) -> torch.Tensor:
         """Activations in the contiguous layout; padding rows are zero."""
@@ -202,7 +204,8 @@ def contiguous_layout(
     block = torch.repeat_interleave(torch.arange(groups, device=local.device), padded // alignment) if groups else padded
     m_indices = block.repeat_interleave(alignment).to(torch.int32)
     m_indices = torch.where(row_slots >= 0, m_indices, -1).to(torch.int32)
-    return ContiguousRouting(m_indices, row_slots, groups, alignment, topk_ids.shape[1])
+    expected_m = round(keep.numel() / groups) if groups else 0
+    return ContiguousRouting(m_indices, row_slots, groups, alignment, topk_ids.shape[1], expected_m)
 
 
 @dataclass(frozen=True)

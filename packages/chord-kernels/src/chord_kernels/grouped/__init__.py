@@ -9,6 +9,7 @@ low-latency ``[G, max_m, K]`` buffers (decode). ``routing.contiguous_layout`` an
 from chord_kernels.grouped.api import (
     contiguous,
     contiguous_block_m,
+    contiguous_config,
     contiguous_routing,
     kernels,
     masked,
@@ -23,6 +24,7 @@ __all__ = [
     "GroupedLayout",
     "contiguous",
     "contiguous_block_m",
+    "contiguous_config",
     "contiguous_routing",
     "kernels",
     "masked",

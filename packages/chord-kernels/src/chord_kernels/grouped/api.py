@@ -26,10 +26,16 @@ from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.api import MaskedRows, Routing, check_activation, check_weight, run_gemm
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
-from chord_kernels.indexed.heuristics import PREFILL_BLOCK, WGMMA_BLOCK_MS, choose_block_m
+from chord_kernels.indexed.heuristics import (
+    PREFILL_BLOCK,
+    WGMMA_BLOCK_MS,
+    WIDE_MAX_TOK_E,
+    WIDE_MIN_TOK_E,
+    choose_block_m,
+)
 from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, KernelConfig, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
-from chord_kernels.indexed.wgmma import WgmmaConfig
+from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config
 from chord_kernels.jit import CudaKernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
@@ -42,6 +48,21 @@ def contiguous_block_m(arch: str) -> int:
     if arch == WGMMA_ARCH:
         return PREFILL_BLOCK
     return max(b for b in BLOCK_MS if CONTIGUOUS_ALIGNMENT % b == 0)
+
+
+def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch: str) -> WgmmaConfig | None:
+    """The contiguous mode's configuration where it is not the planner's for
+    :func:`contiguous_block_m` (else None): on sm_90a, with more than ``WIDE_MIN_TOK_E`` and at most
+    ``WIDE_MAX_TOK_E`` expected real rows per expert (``expected_m``) and some expert past one
+    128-row segment (``m`` rows above 128 per expert), the wide items of 32-row blocks
+    (:func:`~chord_kernels.indexed.wgmma.block_rows_wide_config`): one weight pass for an expert of
+    up to 160 rows. Both GEMMs of Kimi's EP8 layer level to 7 % faster at 120 rows per expert and
+    8-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115, level to 2 % slower at
+    160, 6-20 % slower from 170 (docs/optimization.md, session 43)."""
+    if (arch != WGMMA_ARCH or expected_m is None or not WIDE_MIN_TOK_E < expected_m <= WIDE_MAX_TOK_E
+            or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):
+        return None
+    return block_rows_wide_config(weight.n, weight.k)
 
 
 def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
@@ -105,6 +126,7 @@ def contiguous(
     out: torch.Tensor | None = None,
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
+    expected_m: int | None = None,
 ) -> torch.Tensor:
     """Grouped contiguous GEMM -> bf16 ``[m, N]``: row ``i`` of ``a`` ``[m, K]`` times expert
     ``m_indices[i]`` (int32 ``[m]``, on the device; -1 marks a padding row).
@@ -115,6 +137,9 @@ def contiguous(
     ``silu(gate) * up`` of a ``[gate | up]`` weight, ``[m, N / 2]``) as in
     :func:`chord_kernels.indexed.gemm`; where the activation runs as a second step (not fused
     into the kernel), it writes every output row, padding rows with unspecified values.
+    ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
+    lets the plan take wider work items where experts pass one segment (:func:`contiguous_config`);
+    the result is the same bits either way.
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     device = a.device
@@ -127,12 +152,24 @@ def contiguous(
             f"a: expected a multiple of {CONTIGUOUS_ALIGNMENT} rows (experts' segments padded to "
             f"{CONTIGUOUS_ALIGNMENT}; routing.contiguous_layout builds them), got {m}"
         )
+    _check_expected_m(expected_m, optional=True)
     out = output_tensor(out, (m, _width(weight, activation)), dtype=torch.bfloat16, device=device, contiguous=True)
     if m == 0:
         return out
-    block_m = contiguous_block_m(hardware.arch(device.index))
+    arch = hardware.arch(device.index)
+    config = contiguous_config(weight, m, expected_m, arch)
+    block_m = config.block_m if config is not None else contiguous_block_m(arch)
     return run_gemm(a, weight, contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
-                    out=out, workspace=workspace, activation=activation, block_rows=True)
+                    out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
+
+
+def _check_expected_m(expected_m: object, *, optional: bool = False) -> None:
+    """``expected_m``: a non-negative host int (or None where ``optional``)."""
+    if optional and expected_m is None:
+        return
+    if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
+        raise ChordInputError(f"expected_m: expected a non-negative integer{' or None' if optional else ''}, "
+                              f"got {expected_m!r}")
 
 
 def _width(weight: PackedWeight, activation: str | None) -> int:
@@ -172,8 +209,7 @@ def masked(
             f"a: expected [{groups}, max_m, K] or [{groups} * max_m, K] for the weight's {groups} groups, "
             f"got {list(a.shape)}"
         )
-    if isinstance(expected_m, bool) or not isinstance(expected_m, int) or expected_m < 0:
-        raise ChordInputError(f"expected_m: expected a non-negative integer, got {expected_m!r}")
+    _check_expected_m(expected_m)
     max_m = a.shape[0] // groups if a.dim() == 2 else a.shape[1]
     flat = a.view(groups * max_m, a.shape[-1])
     width = _width(weight, activation)
@@ -191,23 +227,30 @@ def masked(
 
 def prepare(weight: PackedWeight, *, expected_m: int | None = None,
             device: torch.device | str | int | None = None, activation: str | None = None) -> None:
-    """Compile and load what :func:`contiguous` (or, with ``expected_m``, :func:`masked`) launches
-    for ``weight`` (with ``activation``: the launches that apply it); call it before CUDA-graph
-    capture."""
+    """Compile and load what :func:`contiguous` (with ``expected_m``, what it may launch with it) or
+    :func:`masked` (``expected_m`` required) launches for ``weight`` (with ``activation``: the
+    launches that apply it); call it before CUDA-graph capture."""
     dev = hardware.cuda_device(device)
+    _check_expected_m(expected_m, optional=weight.mode != "masked")
     if weight.mode == "masked":
         if expected_m is None:
             raise ChordInputError("expected_m: the masked mode sizes its blocks from it; pass the mean rows per group")
-        block_m = masked_block_m(weight, expected_m)
-    else:
-        block_m = contiguous_block_m(hardware.arch(dev.index))
-    prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True)
+        prepare_indexed(weight, masked_block_m(weight, expected_m), dev, activation=activation, block_rows=True)
+        return
+    arch = hardware.arch(dev.index)
+    prepare_indexed(weight, contiguous_block_m(arch), dev, activation=activation, block_rows=True)
+    # contiguous() takes the wide items where some expert passes one segment: m is not known here.
+    past_one_segment = CONTIGUOUS_ALIGNMENT * (weight.num_experts + 1)
+    wide = contiguous_config(weight, past_one_segment, expected_m, arch)
+    if wide is not None:
+        prepare_indexed(weight, wide.block_m, dev, activation=activation, block_rows=True, config=wide)
 
 
 @functools.cache
 def kernels(arch: str) -> list[CudaKernel]:
-    """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode and, at
-    every block size, in masked mode (with their fused SiLU-and-mul and one-fma twins)."""
+    """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode (its wide
+    items included) and, at every block size, in masked mode (with their fused SiLU-and-mul and
+    one-fma twins)."""
     wgmma = arch == WGMMA_ARCH
     found: dict[KernelConfig, None] = {}
     for block_m in dict.fromkeys((contiguous_block_m(arch), *((16, *WGMMA_BLOCK_MS) if wgmma else ()))):
@@ -220,5 +263,11 @@ def kernels(arch: str) -> list[CudaKernel]:
                 found[cfg] = None
                 if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
+    if wgmma:
+        for n, k in KIMI_SHAPES:
+            cfg = block_rows_wide_config(n, k)
+            found[cfg] = None
+            if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
+                found[dataclasses.replace(cfg, silu_mul=True)] = None
     # Each with its one-fma twin, for weights whose scales are all below 2^-5.
     return [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]

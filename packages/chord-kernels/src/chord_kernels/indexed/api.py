@@ -469,19 +469,23 @@ def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
 
 
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None, *,
-            activation: str | None = None, topk_sum: bool = False, block_rows: bool = False) -> None:
+            activation: str | None = None, topk_sum: bool = False, block_rows: bool = False,
+            config: KernelConfig | None = None) -> None:
     """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m`` (with
     ``activation``, those that fuse it; with ``topk_sum``, the sum of :func:`gemm_topk_sum`; with
-    ``block_rows``, those of the grouped modes' routing, see :func:`run_gemm`), and allocate the
-    default workspace of ``device``'s current stream. Call it before CUDA-graph capture, on the
-    stream that will capture (or pass ``workspace=`` to ``gemm``)."""
+    ``block_rows``, those of the grouped modes' routing, see :func:`run_gemm`; with ``config``,
+    that configuration's instead of every planned one), and allocate the default workspace of
+    ``device``'s current stream. Call it before CUDA-graph capture, on the stream that will capture
+    (or pass ``workspace=`` to ``gemm``)."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
     check_block_m(block_m, arch)
-    check_activation(activation, weight, None, None)
-    for planned in configs_for(weight.n, weight.k, block_m, arch):
+    check_activation(activation, weight, None, config)
+    if config is not None and config.block_m != block_m:
+        raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
+    for planned in (config,) if config is not None else configs_for(weight.n, weight.k, block_m, arch):
         cfg = _tma_rows_twin(planned) if block_rows else planned
         fused = silu_mul_twin(cfg, weight.n) if activation else None
         for launched in (weight_config(c, weight) for c in ((cfg,) if fused is None else (cfg, fused))):

@@ -62,6 +62,16 @@ WIDE_SEVEN_MIN_TOK_E = 134.0
 items too: 5-16 % faster at 136-149 rows per expert, where many experts pass 144 rows; at 121-128
 level in one run, up to 8 % slower in another (session 16). Known where the layer's top-k ids are
 (:func:`gemm_topk_sum`)."""
+BLOCK_ROWS_WIDE_BLOCK = 32
+"""Routing block of the wide items over consecutive rows (:func:`block_rows_wide_config`): the
+widest block below :data:`PREFILL_BLOCK` that divides the grouped contiguous mode's 128-row segments."""
+BLOCK_ROWS_WIDE_ITEMS = 5
+"""Blocks per wide item over consecutive rows: 160 tokens, whose accumulators fit two tiles per
+warpgroup and whose three 128-wide stages fit shared memory next to the weight ring."""
+BLOCK_ROWS_WIDE_WIDTHS = (2, 4, 5)
+"""Block counts of those items' K loops (ptxas pipelines three; with four it serializes every wgmma):
+4 and 5 for experts of 97-160 rows, 2 for the rest of an expert past 160. Against 3, 4, 5: level at
+120-150 rows per expert, 2-7 points faster at 160-185 (docs/optimization.md, session 43)."""
 
 
 PREFILL_ROW_WIDTHS = (96, 112)
@@ -534,3 +544,18 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     regs = RUN_ROW_WIDTH_REGS if n_run and row_widths and 48 <= block_m < 72 else 216
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
                        consumer_regs=regs, row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
+
+
+def block_rows_wide_config(n: int, k: int) -> WgmmaConfig:
+    """Wide items over routing blocks of consecutive rows (the grouped contiguous mode): up to
+    :data:`BLOCK_ROWS_WIDE_ITEMS` blocks of :data:`BLOCK_ROWS_WIDE_BLOCK` rows of one expert per
+    item, so an expert of 129-160 rows takes one weight pass where 128-row items take two; the wide
+    items' 128-wide activation stages with the weights in their own ring of 256-K tiles, the rows
+    loaded with tensor copies. Against the 64 x 2 items on Poisson-ragged rows, the same bits: level
+    to 7 % faster at 120 rows per expert, 8-19 % at 128-150, where many experts pass one 128-row
+    segment; 6-15 % slower at 110, where most fit one, level to 2 % slower at 160 and 6-20 % from
+    170, where most pass 160; 3-6 % slower on gate_up at exactly 128 rows each
+    (docs/optimization.md, session 43)."""
+    return WgmmaConfig(block_m=BLOCK_ROWS_WIDE_BLOCK, mt=2 if n > 128 else 1, bk=128, stages=3,
+                       items=BLOCK_ROWS_WIDE_ITEMS, weight_ring=True, dynamic=k >= DYNAMIC_MIN_K,
+                       widths=BLOCK_ROWS_WIDE_WIDTHS, consumer_regs=WIDE_CONSUMER_REGS, tma_rows=True)
