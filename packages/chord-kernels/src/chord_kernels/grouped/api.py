@@ -57,7 +57,7 @@ def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch
     128-row segment (``m`` rows above 128 per expert), the wide items of 32-row blocks
     (:func:`~chord_kernels.indexed.wgmma.block_rows_wide_config`): one weight pass for an expert of
     up to 160 rows. Both GEMMs of Kimi's EP8 layer level to 7 % faster at 120 rows per expert and
-    8-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115, level to 2 % slower at
+    6-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115, level to 2 % slower at
     160, 6-20 % slower from 170 (docs/optimization.md, session 43)."""
     if (arch != WGMMA_ARCH or expected_m is None or not WIDE_MIN_TOK_E < expected_m <= WIDE_MAX_TOK_E
             or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):
@@ -231,10 +231,10 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
     :func:`masked` (``expected_m`` required) launches for ``weight`` (with ``activation``: the
     launches that apply it); call it before CUDA-graph capture."""
     dev = hardware.cuda_device(device)
-    _check_expected_m(expected_m, optional=weight.mode != "masked")
+    if weight.mode == "masked" and expected_m is None:
+        raise ChordInputError("expected_m: the masked mode sizes its blocks from it; pass the mean rows per group")
+    _check_expected_m(expected_m, optional=True)
     if weight.mode == "masked":
-        if expected_m is None:
-            raise ChordInputError("expected_m: the masked mode sizes its blocks from it; pass the mean rows per group")
         prepare_indexed(weight, masked_block_m(weight, expected_m), dev, activation=activation, block_rows=True)
         return
     arch = hardware.arch(dev.index)
