@@ -57,7 +57,7 @@ def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch
     128-row segment (``m`` rows above 128 per expert), the wide items of 32-row blocks
     (:func:`~chord_kernels.indexed.wgmma.block_rows_wide_config`): one weight pass for an expert of
     up to 160 rows. Both GEMMs of Kimi's EP8 layer level to 7 % faster at 120 rows per expert and
-    6-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115, level to 2 % slower at
+    6-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115 and
     160, 6-20 % slower from 170 (docs/optimization.md, session 43)."""
     if (arch != WGMMA_ARCH or expected_m is None or not WIDE_MIN_TOK_E < expected_m <= WIDE_MAX_TOK_E
             or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):

@@ -553,7 +553,7 @@ def block_rows_wide_config(n: int, k: int) -> WgmmaConfig:
     items' 128-wide activation stages with the weights in their own ring of 256-K tiles, the rows
     loaded with tensor copies. Against the 64 x 2 items on Poisson-ragged rows, the same bits: level
     to 7 % faster at 120 rows per expert, 6-19 % at 128-150, where many experts pass one 128-row
-    segment; 6-15 % slower at 110, where most fit one, level to 2 % slower at 160 and 6-20 % from
+    segment; 6-15 % slower at 110, where most fit one, -6 to +4 % at 160 and 6-20 % slower from
     170, where most pass 160; 4-6 % slower on gate_up at exactly 128 rows each
     (docs/optimization.md, session 43)."""
     return WgmmaConfig(block_m=BLOCK_ROWS_WIDE_BLOCK, mt=2 if n > 128 else 1, bk=128, stages=3,
