@@ -513,9 +513,8 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     dynamic = k >= DYNAMIC_MIN_K
     if block_m == WIDE_BLOCK and rows >= 0:
         six = k <= WIDE_SHORT_K and rows == 0
-        return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=6 if six else 7,
-                           weight_ring=True, dynamic=dynamic, widths=WIDE_SHORT_K_WIDTHS if six else WIDE_SEVEN_WIDTHS,
-                           consumer_regs=216 if six else WIDE_CONSUMER_REGS)
+        return _wide_items(n, k, block_m, 6 if six else 7, WIDE_SHORT_K_WIDTHS if six else WIDE_SEVEN_WIDTHS,
+                           216 if six else WIDE_CONSUMER_REGS)
     items = 2 if block_m == PREFILL_BLOCK else 1
     mt = 2 if block_m * items <= 128 and n > 128 else 1
     bk = 256
@@ -546,6 +545,15 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
                        consumer_regs=regs, row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
 
 
+def _wide_items(n: int, k: int, block_m: int, items: int, widths: tuple[int, ...], consumer_regs: int,
+                tma_rows: bool = False) -> WgmmaConfig:
+    """The wide items: up to ``items`` blocks of one expert on three 128-wide activation stages, the
+    weights in their own ring of 256-K tiles, the K loop compiled at ``widths`` blocks."""
+    return WgmmaConfig(block_m=block_m, mt=2 if n > 128 else 1, bk=128, stages=3, items=items, weight_ring=True,
+                       dynamic=k >= DYNAMIC_MIN_K, widths=widths, consumer_regs=consumer_regs, tma_rows=tma_rows)
+
+
+@functools.lru_cache(maxsize=64)
 def block_rows_wide_config(n: int, k: int) -> WgmmaConfig:
     """Wide items over routing blocks of consecutive rows (the grouped contiguous mode): up to
     :data:`BLOCK_ROWS_WIDE_ITEMS` blocks of :data:`BLOCK_ROWS_WIDE_BLOCK` rows of one expert per
@@ -556,6 +564,5 @@ def block_rows_wide_config(n: int, k: int) -> WgmmaConfig:
     segment; 6-15 % slower at 110, where most fit one, -6 to +4 % at 160 and 6-20 % slower from
     170, where most pass 160; 4-6 % slower on gate_up at exactly 128 rows each
     (docs/optimization.md, session 43)."""
-    return WgmmaConfig(block_m=BLOCK_ROWS_WIDE_BLOCK, mt=2 if n > 128 else 1, bk=128, stages=3,
-                       items=BLOCK_ROWS_WIDE_ITEMS, weight_ring=True, dynamic=k >= DYNAMIC_MIN_K,
-                       widths=BLOCK_ROWS_WIDE_WIDTHS, consumer_regs=WIDE_CONSUMER_REGS, tma_rows=True)
+    return _wide_items(n, k, BLOCK_ROWS_WIDE_BLOCK, BLOCK_ROWS_WIDE_ITEMS, BLOCK_ROWS_WIDE_WIDTHS,
+                       WIDE_CONSUMER_REGS, tma_rows=True)
