@@ -137,3 +137,44 @@ def test_the_launch_config_is_the_one_gemm_plans(sid):
                      r.num_tokens_post_padded, block_m=block_m, top_k=problem.addr_top_k, topk_weights=tw, out=out)
         valid = problem.valid_rows()
         assert torch.equal(out[valid], cand.result()[valid])
+
+
+
+def _by_slot(impl: ChordIndexedImpl, problem, block_m: int) -> torch.Tensor:
+    """``problem``'s GEMM by slot (rows gathered, output by slot) at ``block_m``."""
+    from chord_kernels import indexed
+
+    r = problem.aligned(block_m)
+    tw = None if problem.topk_weights is None else problem.topk_weights.reshape(-1)
+    return indexed.gemm(problem.a_flat(), impl._pack(problem), r.sorted_token_ids, r.expert_ids,
+                        r.num_tokens_post_padded, block_m=block_m, top_k=problem.addr_top_k, topk_weights=tw)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [8 * 45, 8 * 100])
+def test_chord_indexed_runs_each_gemm_as_the_layer_does(rows):
+    """Where both GEMMs run on the WGMMA kernel, chord-indexed runs gate_up with its output in
+    routing order and down from rows in routing order (tensor copies), as indexed.moe_experts does:
+    the harness check passes and the outputs are bit for bit the slot-order GEMMs', also replayed
+    from a CUDA graph (gate_up on new activations, down into a poisoned output)."""
+    from chord_bench.problems import WeightCache, scenario_problems
+
+    scenario = dataclasses.replace(_small("ep8_tok16"), tokens=rows)
+    _, problems = scenario_problems(scenario, "uniform", 0, WeightCache(0, torch.device("cuda")))
+    impl = ChordIndexedImpl()
+    for problem in problems:
+        cand = impl.candidate(problem)
+        assert "routing order" in cand.config and cand.detail["tma_rows"] == problem.is_down, cand.config
+        assert cand.check(problem) is None, problem.name
+        block_m = cand.detail["block_m"]
+        assert torch.equal(cand.result(), _by_slot(impl, problem, block_m))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            cand.run()
+        if problem.is_down:
+            cand.result().fill_(float("nan"))  # the down's result is its output buffer
+        else:
+            problem.a.copy_(torch.randn(problem.a.shape, device="cuda").to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(cand.result(), _by_slot(impl, problem, block_m))

@@ -24,6 +24,7 @@ import torch
 from chord_bench.problems import GemmProblem, WeightSet, check_output
 from chord_bench.scenarios import Scenario
 from chord_kernels import ChordInputError, reference
+from chord_kernels.routing import AlignedRouting
 
 
 @dataclass
@@ -195,6 +196,12 @@ class ChordIndexedImpl(Implementation):
     Packs with ``chord_kernels.pack("indexed", ..., profile=scenario.profile)``, picks ``block_m``
     with ``chord_kernels.indexed.choose_block_m`` and launches the configuration the library plans
     for that routing (``chord_kernels.indexed.plan``), naming it in the result.
+    Where the layer (``indexed.moe_experts``, chord-vllm) runs both GEMMs on the WGMMA kernel
+    (``indexed.routing_order_rows``), each GEMM runs as it does there: one block size for both
+    (the smaller of the two ``choose_block_m``), gate_up writing its rows in routing order, down
+    loading such rows block by block (the gate_up's rows stand for them, put in routing order
+    outside the timed call: what the layer's gate_up writes, as humming's down gets the rows its
+    permuted gate_up wrote). With ``config`` (``ci/`` sweeps) the GEMM runs by slot.
     Grouped scenarios (contiguous, masked) run through the indexed API over their real rows (the
     table marks them); ``chord-grouped`` runs them through the grouped family.
     """
@@ -212,14 +219,30 @@ class ChordIndexedImpl(Implementation):
         self._packed.clear()
 
     def _pack(self, problem: GemmProblem):
+        return self._pack_set(problem.weight, problem.scenario.profile)
+
+    def _pack_set(self, weight: WeightSet, profile: str):
         import chord_kernels
 
-        key = (*problem.weight.key, problem.scenario.profile)
+        key = (*weight.key, profile)
         if key not in self._packed:
-            self._packed[key] = chord_kernels.pack(
-                "indexed", problem.weight.packed, problem.weight.scales, profile=problem.scenario.profile
-            )
+            self._packed[key] = chord_kernels.pack("indexed", weight.packed, weight.scales, profile=profile)
         return self._packed[key]
+
+    def _layer_routing(self, problem: GemmProblem) -> tuple[int, AlignedRouting, int] | None:
+        """(block_m, routing, rows in routing order) of the layer's GEMMs where they run in
+        routing order (``indexed.routing_order_rows``), else None."""
+        from chord_kernels import indexed
+
+        if problem.family != "indexed" or problem.layer is None:
+            return None
+        w13, w2 = (self._pack_set(w, problem.scenario.profile) for w in problem.layer)
+        slots = problem.num_slots
+        block_m = min(indexed.choose_block_m(w13, slots), indexed.choose_block_m(w2, slots))
+        r = problem.aligned(block_m)
+        route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+        rows = indexed.routing_order_rows(w13, w2, route, block_m, problem.a.device, slots / w13.num_experts)
+        return (block_m, r, rows) if rows else None
 
     def candidates(self, problem: GemmProblem) -> Iterator[Candidate]:
         yield self.candidate(problem)
@@ -231,6 +254,9 @@ class ChordIndexedImpl(Implementation):
 
         weight = self._pack(problem)
         device = problem.a.device
+        layer = self._layer_routing(problem) if config is None else None
+        if layer is not None:
+            return self._in_routing_order(problem, weight, *layer, label)
         block_m = config.block_m if config is not None else indexed.choose_block_m(weight, problem.num_slots)
         indexed.prepare(weight, block_m, device)  # compile and load before any graph capture
         r = problem.aligned(block_m)
@@ -254,6 +280,51 @@ class ChordIndexedImpl(Implementation):
         how = "" if problem.family == "indexed" else f"indexed API over the {problem.family} rows; "
         text = label or f"{how}{describe_config(cfg)}"
         return Candidate(text, run, lambda: out, detail=dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else None)
+
+    def _in_routing_order(self, problem: GemmProblem, weight: object, block_m: int, r: AlignedRouting, rows: int,
+                          label: str | None) -> Candidate:
+        """The GEMM as ``indexed.moe_experts`` runs it: gate_up's output (``out_position``), or
+        down's input (``routing_order``), in routing order."""
+        from chord_kernels import indexed
+
+        device = problem.a.device
+        slots = problem.num_slots
+        indexed.prepare(weight, block_m, device, block_rows=problem.is_down)
+        capacity = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, block_m)
+        cfg = indexed.plan(weight, block_m=block_m, capacity=capacity, device=device,
+                           tok_e=slots / weight.num_experts).config
+        workspace = indexed.new_workspace(indexed.max_workspace_bytes(weight, device=device), device)
+        route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+        entries = r.sorted_token_ids[:rows].long()
+        real = entries < slots
+        if problem.is_down:
+            a = problem.a_flat()[entries.clamp(max=slots - 1)]  # padding entries: any row, never stored
+            out = torch.empty(slots, problem.shape.n, dtype=torch.bfloat16, device=device)
+            topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
+            cfg = dataclasses.replace(cfg, tma_rows=True)  # what gemm launches for rows in routing order
+
+            def run() -> None:
+                indexed.gemm(a, weight, *route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=out,
+                             config=cfg, workspace=workspace, routing_order=True)
+
+            def result() -> torch.Tensor:
+                return out
+
+            how = "rows in routing order (as moe_experts loads them)"
+        else:
+            out = torch.empty(rows, problem.shape.n, dtype=torch.bfloat16, device=device)
+            position = torch.zeros(slots, dtype=torch.long, device=device)
+            position[entries[real]] = torch.nonzero(real).squeeze(1)
+
+            def run() -> None:
+                indexed.gemm(problem.a, weight, *route, block_m=block_m, top_k=problem.addr_top_k, out=out,
+                             config=cfg, workspace=workspace, out_position=True)
+
+            def result() -> torch.Tensor:
+                return out[position]
+
+            how = "output in routing order (as moe_experts writes it)"
+        return Candidate(label or f"{describe_config(cfg)}; {how}", run, result, detail=dataclasses.asdict(cfg))
 
 
 class ChordGroupedImpl(ChordIndexedImpl):

@@ -99,6 +99,7 @@ class GemmProblem:
     topk_weights: torch.Tensor | None
     layout: ContiguousRouting | MaskedRouting | None
     cost: GemmCost
+    layer: tuple[WeightSet, WeightSet] | None = None  # the scenario's (gate_up, down) weights
     _reference: torch.Tensor | None = field(default=None, repr=False)
 
     @property
@@ -230,7 +231,7 @@ def build_problems(
                 layout = masked_layout(topk_ids, scenario.num_experts, max_m=scenario.expert_max_tokens)
             a = layout.gather(dense)
             scale = None
-        problems.append(GemmProblem(scenario, draw, shape, weight, a, topk_ids, scale, layout, cost))
+        problems.append(GemmProblem(scenario, draw, shape, weight, a, topk_ids, scale, layout, cost, weights))
     return problems[0], problems[1]
 
 

@@ -159,6 +159,7 @@ def gemm(
     activation: str | None = None,
     zero_nonlocal: bool = True,
     out_position: bool = False,
+    routing_order: bool = False,
     tok_e: float | None = None,
 ) -> torch.Tensor:
     """One indexed MoE GEMM -> bf16 ``[a.shape[0] * top_k, N]``; see
@@ -181,7 +182,10 @@ def gemm(
     (block sizes of the WGMMA kernel): the output is in routing order instead, ``[num_blocks *
     block_m, N]`` with slot ``sorted_token_ids[i]``'s row at row ``i`` (padding rows unwritten, or
     unspecified where SiLU-and-mul runs as a second step), the input :func:`gemm_topk_sum` loads
-    block by block with ``routing_order=True``. ``tok_e``: the expected rows per local expert (the
+    block by block with ``routing_order=True``. ``routing_order`` (WGMMA block sizes): ``a`` holds
+    one row per routing entry instead (such an output), loaded block by block with tensor copies
+    (the down GEMM of :func:`moe_experts`); the output stays by slot, so ``out`` (``[slots, N]``)
+    is required, and ``top_k`` counts nothing. ``tok_e``: the expected rows per local expert (the
     count :func:`choose_block_m` saw over the weight's experts), which the planner needs at 24-token
     blocks (items of one block, two for gate_up, up to 120 rows; the wide items beyond); the
     default, every slot local, is exact without expert parallelism and too high with it (pass it
@@ -189,9 +193,13 @@ def gemm(
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     check_weight(weight, a.device)
+    if routing_order and (out is None or out_position):
+        raise ChordInputError("routing_order: expected out ([slots, N]; a's rows are routing entries, not slots) "
+                              "and out_position=False")
     return run_gemm(a, weight, (sorted_token_ids, expert_ids, num_tokens_post_padded), block_m=block_m,
                     top_k=top_k, topk_weights=topk_weights, out=out, config=config, workspace=workspace,
-                    activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position, tok_e=tok_e)
+                    activation=activation, zero_nonlocal=zero_nonlocal, out_position=out_position,
+                    block_rows=routing_order, num_slots=out.shape[0] if routing_order else None, tok_e=tok_e)
 
 
 def gemm_masked(
