@@ -241,6 +241,9 @@ def test_moe_experts_in_routing_order_is_the_slot_order_layer(case: tuple) -> No
     assert torch.equal(from_order, by_slot)
     with pytest.raises(ChordInputError, match="routing_order: expected out"):
         gemm(ordered, p2, *route, block_m=block_m, top_k=1, routing_order=True)
+    with pytest.raises(ChordInputError, match="a: expected a row per routing entry"):
+        gemm(ordered[:-1], p2, *route, block_m=block_m, top_k=1, topk_weights=weights, out=from_order,
+             routing_order=True)
     with pytest.raises(ChordInputError, match="routing order: the decode kernel"):
         r8 = align_block_size(ids, 8, e_global, expert_map)
         gemm(hidden, p13, r8.sorted_token_ids, r8.expert_ids, r8.num_tokens_post_padded, block_m=8, top_k=top_k,

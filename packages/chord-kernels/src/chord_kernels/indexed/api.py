@@ -395,6 +395,9 @@ def run_gemm(
     routed = num_slots is not None  # a holds routing blocks' rows, not one row per token
     if routed and not block_rows:
         raise ChordInputError("num_slots: expected block_rows=True (a holding the routing blocks' rows)")
+    if routed and a.shape[0] < capacity * block_m:  # a tensor copy past a's end would read zeros
+        raise ChordInputError(f"a: expected a row per routing entry, {capacity} blocks x {block_m} = "
+                              f"{capacity * block_m} rows, got {a.shape[0]}")
     if out_position and (topk_sum is not None or isinstance(route, MaskedRows)):
         raise ChordInputError("out_position: expected vLLM routing tensors and no top-k sum")
     if num_slots is None:
