@@ -198,7 +198,7 @@ class ChordIndexedImpl(Implementation):
     for that routing (``chord_kernels.indexed.plan``), naming it in the result.
     Where the layer (``indexed.moe_experts``, chord-vllm) runs both GEMMs on the WGMMA kernel
     (``indexed.routing_order_rows``), each GEMM runs as it does there: one block size for both
-    (the smaller of the two ``choose_block_m``), gate_up writing its rows in routing order, down
+    (``indexed.layer_block_m``), gate_up writing its rows in routing order, down
     loading such rows block by block (the gate_up's rows stand for them, put in routing order
     outside the timed call: what the layer's gate_up writes, as humming's down gets the rows its
     permuted gate_up wrote). With ``config`` (``ci/`` sweeps) the GEMM runs by slot.
@@ -238,7 +238,7 @@ class ChordIndexedImpl(Implementation):
             return None
         w13, w2 = (self._pack_set(w, problem.scenario.profile) for w in problem.layer)
         slots = problem.num_slots
-        block_m = min(indexed.choose_block_m(w13, slots), indexed.choose_block_m(w2, slots))
+        block_m = indexed.layer_block_m(w13, w2, slots)
         r = problem.aligned(block_m)
         route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
         rows = indexed.routing_order_rows(w13, w2, route, block_m, problem.a.device, slots / w13.num_experts)

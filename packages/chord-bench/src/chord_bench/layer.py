@@ -69,7 +69,7 @@ from chord_bench.scenarios import (
 )
 from chord_bench.timing import interleaved
 from chord_kernels import ChordInputError, ChordUnsupportedError, reference
-from chord_kernels.indexed import MaskedRows, choose_block_m, gemm_masked, moe_experts
+from chord_kernels.indexed import MaskedRows, gemm_masked, layer_block_m, moe_experts
 from chord_kernels.routing import align_block_size
 
 RANKS = 8
@@ -391,7 +391,7 @@ def _layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKe
     w13, w2 = weights.w13, weights.w2
 
     slots = scenario.local_slots
-    block_m = min(choose_block_m(w13, slots), choose_block_m(w2, slots))  # indexed.fused_moe's choice
+    block_m = layer_block_m(w13, w2, slots)  # indexed.fused_moe's choice
     route = align_block_size(topk_ids, block_m, GLOBAL_EXPERTS, expert_map)
     rargs = (route.sorted_token_ids, route.expert_ids, route.num_tokens_post_padded)
     chord_out = torch.empty(tokens, HIDDEN, dtype=torch.bfloat16, device=device)
@@ -421,7 +421,7 @@ def _batched_layer(name: str, scenario: LayerScenario, weights: _Weights, lib: H
     pick = torch.randint(0, experts, (scenario.tokens,), device=device, generator=gen)
     counts = torch.bincount(pick, minlength=experts).clamp_max(cap).to(torch.int32)
     w13, w2 = weights.w13, weights.w2
-    block_m = min(choose_block_m(w13, scenario.tokens), choose_block_m(w2, scenario.tokens))  # chord-vllm's
+    block_m = layer_block_m(w13, w2, scenario.tokens)  # chord-vllm's
     groups = MaskedRows(counts, cap)
     act = torch.empty(experts * cap, scenario.intermediate, dtype=torch.bfloat16, device=device)
     chord_out = torch.empty(experts * cap, HIDDEN, dtype=torch.bfloat16, device=device)

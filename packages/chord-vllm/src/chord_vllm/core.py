@@ -125,11 +125,7 @@ def block_m_for(w13: PackedWeight, w2: PackedWeight, num_tokens: int, top_k: int
     local / global experts before the heuristic sees it.
     """
     local_slots = math.ceil(num_tokens * top_k * w13.num_experts / max(1, global_num_experts))
-    return _block_m(w13, w2, local_slots)
-
-
-def _block_m(w13: PackedWeight, w2: PackedWeight, local_slots: int) -> int:
-    return min(indexed.choose_block_m(w13, local_slots), indexed.choose_block_m(w2, local_slots))
+    return indexed.layer_block_m(w13, w2, local_slots)
 
 
 DECODE_ROWS_PER_EXPERT = 8
@@ -287,7 +283,7 @@ def moe_batched(
         return out
     rows = num_experts * max_m
     rows_per_expert = max(1, min(expected_m, max_m))
-    block_m = _block_m(w13, w2, rows_per_expert * num_experts)
+    block_m = indexed.layer_block_m(w13, w2, rows_per_expert * num_experts)
     # The kernels compute the routing blocks from the counts: nothing is launched for them.
     groups = indexed.MaskedRows(expert_num_tokens[:num_experts].contiguous(), max_m)
     act = _view(workspace2, (rows, n // 2), hidden)

@@ -20,7 +20,13 @@ from chord_kernels.indexed.api import (
     routing_order_rows,
 )
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
-from chord_kernels.indexed.heuristics import BLOCK_MS, block_ms_for, choose_block_m, choose_config
+from chord_kernels.indexed.heuristics import (
+    BLOCK_MS,
+    block_ms_for,
+    choose_block_m,
+    choose_config,
+    layer_block_m,
+)
 from chord_kernels.indexed.layout import PROFILES, IndexedLayout
 from chord_kernels.indexed.planner import (
     LaunchPlan,
@@ -55,6 +61,7 @@ __all__ = [
     "gemm_masked",
     "gemm_topk_sum",
     "kernels",
+    "layer_block_m",
     "max_workspace_bytes",
     "moe_experts",
     "new_workspace",

@@ -20,7 +20,7 @@ from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
 from chord_kernels.indexed.args import ARGS
-from chord_kernels.indexed.heuristics import BLOCK_MS, WIDE_BLOCK, choose_block_m
+from chord_kernels.indexed.heuristics import BLOCK_MS, WIDE_BLOCK, layer_block_m
 from chord_kernels.indexed.layout import (
     ATOM_K,
     ATOM_N,
@@ -554,7 +554,7 @@ def fused_moe(
         )
     m, top_k = topk_ids.shape
     local_slots = math.ceil(m * top_k * w13.num_experts / max(1, num_experts))
-    block_m = min(choose_block_m(w13, local_slots), choose_block_m(w2, local_slots))  # one routing for both
+    block_m = layer_block_m(w13, w2, local_slots)
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
     return moe_experts(hidden, w13, w2, args, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,

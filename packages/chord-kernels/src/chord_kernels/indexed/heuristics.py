@@ -197,6 +197,12 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     return 32
 
 
+def layer_block_m(w13: PackedWeight, w2: PackedWeight, num_slots: int) -> int:
+    """One routing block size for both GEMMs of a layer (gate_up ``w13``, down ``w2``; ``num_slots``
+    as :func:`choose_block_m` takes it): the smaller of theirs, so that one routing serves both."""
+    return min(choose_block_m(w13, num_slots), choose_block_m(w2, num_slots))
+
+
 WGMMA_BLOCK_MS = tuple(dict.fromkeys((WIDE_BLOCK, *range(32, PREFILL_ONE_BLOCK_MAX + 8, 8),
                                       *(block for _, block in TWO_ITEM_BLOCKS))))
 """Every WGMMA block :func:`choose_block_m` picks on sm_90a profiles: :data:`WIDE_BLOCK`, then the
