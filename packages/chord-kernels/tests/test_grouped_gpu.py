@@ -145,9 +145,10 @@ CONTIGUOUS_TMA = [  # name, experts, N, K, tokens, top_k: the tensor-copy rows o
 
 @pytest.mark.parametrize("case", CONTIGUOUS_TMA, ids=[c[0] for c in CONTIGUOUS_TMA])
 def test_contiguous_tensor_copies_are_the_gathered_rows(case: tuple) -> None:
-    """The contiguous mode loads each 64-row block with tensor copies (tma_rows): bit for bit the
-    indexed API's row gathers over the same routing blocks, NaN in the padding rows of ``a``
-    staying out of the real rows, padding rows of the output untouched."""
+    """The contiguous mode reads its routing blocks from ``m_indices`` in the kernel and loads each
+    64-row block with tensor copies (tma_rows): bit for bit the indexed API's row gathers over the
+    routing tensors ``contiguous_routing`` builds, NaN in the padding rows of ``a`` staying out of the
+    real rows, padding rows of the output untouched."""
     name, e, n, k, tokens, top_k = case
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()))
     packed, scales = _weights(e, n, k, gen)

@@ -10,6 +10,10 @@ import torch
 from chord_kernels import reference, routing
 from chord_kernels.formats import random_quantized
 from chord_kernels.grouped import contiguous_routing, masked_routing
+from chord_kernels.indexed.api import _tma_rows_twin
+from chord_kernels.indexed.heuristics import PREFILL_BLOCK
+from chord_kernels.indexed.planner import cached_plan, config_for_rows
+from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config
 
 
 def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -61,3 +65,29 @@ def test_masked_counts_outside_the_buffer_select_all_or_nothing() -> None:
     assert sorted_ids[:10].tolist() == list(range(10))  # 30 > max_m: all 10 rows, never the next group's
     assert (sorted_ids[10:16] == sentinel).all() and (sorted_ids[16:] == sentinel).all()
     assert expert_ids.tolist() == [0, 0, -1, -1]
+
+
+def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
+    """The contiguous mode's 64 x 2 items (two consumers, 216 registers) read its routing from
+    ``m_indices``; its wide items (224 registers) and four-consumer kernels are compiled without
+    that branch (their producers would spill), so they get ``contiguous_routing``'s tensors."""
+    def planned(n: int, k: int, block_m: int, tok_e: float) -> WgmmaConfig:
+        blocks = 48 * int(tok_e) // block_m
+        return cached_plan(n, k, block_m, blocks, 132, "sm_90a", config_for_rows(n, k, block_m, "sm_90a", tok_e)).config
+
+    for n, k in ((4096, 7168), (7168, 2048)):
+        plan = _tma_rows_twin(planned(n, k, PREFILL_BLOCK, 256.0))
+        assert plan.tma_rows and plan.items == 2 and plan.reads_contiguous_rows
+        assert not block_rows_wide_config(n, k).reads_contiguous_rows
+    four = planned(4096, 7168, 24, 16.0)
+    assert four.consumers == 4 and not _tma_rows_twin(four).reads_contiguous_rows
+    assert not plan.__class__(block_m=64, mt=2, items=2).reads_contiguous_rows  # rows gathered
+
+
+def test_contiguous_routing_reads_each_block_expert_from_its_first_row() -> None:
+    # An expert's padding follows its real rows: block 1 (rows 4-7) is expert 2's last row and padding,
+    # block 2 padding only (expert -1, every row a sentinel), block 3 expert 0.
+    m_indices = torch.tensor([2, 2, 2, 2, 2, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0], dtype=torch.int32)
+    sorted_ids, expert_ids, used = contiguous_routing(m_indices, 4)
+    assert expert_ids.tolist() == [2, 2, -1, 0] and int(used) == 16
+    assert sorted_ids.tolist() == [0, 1, 2, 3, 4, 16, 16, 16, 16, 16, 16, 16, 12, 13, 14, 15]

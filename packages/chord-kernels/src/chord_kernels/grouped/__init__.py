@@ -10,7 +10,6 @@ from chord_kernels.grouped.api import (
     contiguous,
     contiguous_block_m,
     contiguous_config,
-    contiguous_routing,
     kernels,
     masked,
     masked_block_m,
@@ -18,6 +17,7 @@ from chord_kernels.grouped.api import (
     prepare,
 )
 from chord_kernels.grouped.layout import MODES, GroupedLayout
+from chord_kernels.indexed.api import contiguous_routing
 
 __all__ = [
     "MODES",

@@ -3,12 +3,14 @@
 Both run on the indexed family's engine (the WGMMA kernel on sm_90a, the decode kernel for small
 blocks), never with a host synchronization, so both are CUDA-graph capturable once a first eager
 call (or :func:`prepare` plus one call) has loaded the kernel and built the per-shape index
-constants. The kernels compute the masked mode's routing blocks from ``masked_m`` themselves; the
-contiguous mode's come from a few elementwise ops on ``m_indices`` (:func:`contiguous_routing`).
-A routing block's rows being consecutive rows of ``a`` in both modes, the WGMMA kernel loads each
-block with 2-D tensor copies (``WgmmaConfig.tma_rows``) instead of gathering rows.
-:func:`masked_routing` builds the masked blocks as vLLM routing tensors, for callers of
-:func:`chord_kernels.indexed.gemm`. The
+constants. The kernels compute each mode's routing blocks themselves, from ``masked_m`` or from
+``m_indices``, with no launch of their own (:class:`~chord_kernels.indexed.MaskedRows`,
+:class:`~chord_kernels.indexed.api.ContiguousRows`; the contiguous mode's wide items, compiled
+without it, get the routing tensors of :func:`contiguous_routing`). A routing block's rows being
+consecutive rows of ``a`` in both modes, the WGMMA kernel loads each block with 2-D tensor copies
+(``WgmmaConfig.tma_rows``) instead of gathering rows.
+:func:`contiguous_routing` and :func:`masked_routing` build the same blocks as vLLM routing tensors,
+for callers of :func:`chord_kernels.indexed.gemm`. The
 weight is packed with layout ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped
 family's record) and each entry point refuses the other mode's weight.
 """
@@ -23,7 +25,14 @@ import torch
 from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError
-from chord_kernels.indexed.api import MaskedRows, Routing, check_activation, check_weight, run_gemm
+from chord_kernels.indexed.api import (
+    ContiguousRows,
+    MaskedRows,
+    Routing,
+    check_activation,
+    check_weight,
+    run_gemm,
+)
 from chord_kernels.indexed.api import prepare as prepare_indexed
 from chord_kernels.indexed.decode import BLOCK_MS
 from chord_kernels.indexed.heuristics import (
@@ -72,14 +81,6 @@ def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _contiguous_constants(m: int, block_m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row indices ``[m / block_m, block_m]`` and the used-entries count ``[1]`` (built once per
-    shape, outside any graph capture: each launch then costs three small ops, not seven)."""
-    rows = torch.arange(m, dtype=torch.int32, device=device).view(m // block_m, block_m)
-    return rows, torch.full((1,), m, dtype=torch.int32, device=device)
-
-
-@functools.lru_cache(maxsize=64)
 def _masked_constants(groups: int, max_m: int, block_m: int,
                       device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """For ``[G, per_group * block_m]`` routing entries: each entry's row in its group (past
@@ -93,18 +94,6 @@ def _masked_constants(groups: int, max_m: int, block_m: int,
     group = torch.arange(groups, dtype=torch.int32, device=device).unsqueeze(1).expand(groups, per_group)
     used = torch.full((1,), groups * per_group * block_m, dtype=torch.int32, device=device)
     return key, flat_row, block_start, group.contiguous(), used
-
-
-def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
-    """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment): block
-    ``b`` is rows ``[b * block_m, (b + 1) * block_m)``, its expert the largest ``m_indices`` entry
-    there (-1: padding only, skipped), a row of another expert or of padding a sentinel (also in a
-    block of padding only: the engine zeroes the slots of -1 blocks). Slot = row."""
-    m = m_indices.numel()
-    rows, used = _contiguous_constants(m, block_m, m_indices.device)
-    blocks = m_indices.view(m // block_m, block_m)
-    expert_ids = blocks.amax(dim=1)
-    return torch.where(blocks == expert_ids.clamp(min=0).unsqueeze(1), rows, m).view(-1), expert_ids, used
 
 
 def masked_routing(masked_m: torch.Tensor, max_m: int, block_m: int) -> Routing:
@@ -131,9 +120,10 @@ def contiguous(
     """Grouped contiguous GEMM -> bf16 ``[m, N]``: row ``i`` of ``a`` ``[m, K]`` times expert
     ``m_indices[i]`` (int32 ``[m]``, on the device; -1 marks a padding row).
 
-    Rows are grouped by expert in segments padded to 128 rows (``routing.contiguous_layout``
-    builds them; DeepGEMM's contiguous layout is the same), so ``m`` is a multiple of 128. Output
-    rows of padding rows are left as they are. ``workspace`` and ``activation`` (``"silu"``:
+    Rows are grouped by expert in segments padded to 128 rows, each expert's padding after its real
+    rows (``routing.contiguous_layout`` builds them; DeepGEMM's contiguous layout is the same), so
+    ``m`` is a multiple of 128; the kernels read each routing block's expert from its first row.
+    Output rows of padding rows are left as they are. ``workspace`` and ``activation`` (``"silu"``:
     ``silu(gate) * up`` of a ``[gate | up]`` weight, ``[m, N / 2]``) as in
     :func:`chord_kernels.indexed.gemm`; where the activation runs as a second step (not fused
     into the kernel), it writes every output row, padding rows with unspecified values.
@@ -159,7 +149,7 @@ def contiguous(
     arch = hardware.arch(device.index)
     config = contiguous_config(weight, m, expected_m, arch)
     block_m = config.block_m if config is not None else contiguous_block_m(arch)
-    return run_gemm(a, weight, contiguous_routing(m_indices, block_m), block_m=block_m, top_k=1,
+    return run_gemm(a, weight, ContiguousRows(m_indices), block_m=block_m, top_k=1,
                     out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
 
 

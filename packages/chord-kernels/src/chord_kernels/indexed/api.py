@@ -120,18 +120,63 @@ class MaskedRows:
     max_m: int
 
 
-def _routing_args(route: Routing | MaskedRows, block_m: int, num_experts: int,
+@dataclasses.dataclass(frozen=True)
+class ContiguousRows:
+    """Routing the kernels compute from each row's expert (the grouped contiguous mode): ``a``
+    holds ``m_indices.numel()`` rows, row ``i`` multiplied by expert ``m_indices[i]`` (-1: a
+    padding row, left unwritten), each expert's rows in segments whose padding follows its real
+    rows and that no routing block spans (``routing.contiguous_layout``'s layout, DeepGEMM's). A
+    block's expert is its first row's — the blocks :func:`contiguous_routing` builds, without
+    launching anything, in the kernels that read them (``WgmmaConfig.reads_contiguous_rows`` and the
+    decode kernel; :func:`run_gemm` hands the others those routing tensors)."""
+
+    m_indices: torch.Tensor  # int32 [m], m a multiple of block_m, contiguous, on a's device
+
+
+@functools.lru_cache(maxsize=64)
+def _contiguous_constants(m: int, block_m: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Row indices ``[m / block_m, block_m]`` and the used-entries count ``[1]`` (built once per
+    shape, outside any graph capture: each launch then costs three small ops, not seven)."""
+    rows = torch.arange(m, dtype=torch.int32, device=device).view(m // block_m, block_m)
+    return rows, torch.full((1,), m, dtype=torch.int32, device=device)
+
+
+def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
+    """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment) as vLLM
+    routing tensors — what the kernels compute from ``m_indices`` themselves (:class:`ContiguousRows`):
+    block ``b`` is rows ``[b * block_m, (b + 1) *
+    block_m)``, its expert that of its first row (-1: padding, skipped; an expert's padding follows
+    its real rows), a row of another expert or of padding a sentinel (in a block of padding only
+    too: the engine zeroes the slots of -1 blocks). Slot = row."""
+    m = m_indices.numel()
+    rows, used = _contiguous_constants(m, block_m, m_indices.device)
+    blocks = m_indices.view(m // block_m, block_m)
+    expert_ids = blocks[:, 0].contiguous()
+    keep = (blocks == expert_ids.unsqueeze(1)) & (expert_ids >= 0).unsqueeze(1)
+    return torch.where(keep, rows, m).view(-1), expert_ids, used
+
+
+_NO_ROUTING_TENSORS = {"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None}
+
+
+def _routing_args(route: Routing | MaskedRows | ContiguousRows, block_m: int, num_experts: int,
                   device: torch.device) -> tuple[dict[str, object], int]:
     """The routing fields of the kernel arguments, and the routing blocks they hold."""
+    if isinstance(route, ContiguousRows):
+        require_tensor("m_indices", route.m_indices, dtype=torch.int32, ndim=1, device=device, contiguous=True)
+        if route.m_indices.numel() % block_m:
+            raise ChordInputError(f"m_indices: expected a multiple of block_m={block_m} rows, "
+                                  f"got {route.m_indices.numel()}")
+        return ({**_NO_ROUTING_TENSORS, "masked_m": None, "max_m": 0, "group_blocks": 0,
+                 "m_indices": route.m_indices}, route.m_indices.numel() // block_m)
     if isinstance(route, MaskedRows):
         if isinstance(route.max_m, bool) or not isinstance(route.max_m, int) or route.max_m < 0:
             raise ChordInputError(f"max_m: expected a non-negative integer, got {route.max_m!r}")
         require_tensor("masked_m", route.masked_m, dtype=torch.int32, shape=(num_experts,), device=device,
                        contiguous=True)
         group_blocks = -(-route.max_m // block_m)
-        return ({"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None,
-                 "masked_m": route.masked_m, "max_m": route.max_m, "group_blocks": group_blocks},
-                num_experts * group_blocks)
+        return ({**_NO_ROUTING_TENSORS, "masked_m": route.masked_m, "max_m": route.max_m,
+                 "group_blocks": group_blocks, "m_indices": None}, num_experts * group_blocks)
     sorted_token_ids, expert_ids, num_tokens_post_padded = route
     require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
                    contiguous=True)
@@ -139,7 +184,8 @@ def _routing_args(route: Routing | MaskedRows, block_m: int, num_experts: int,
     require_tensor("num_tokens_post_padded", num_tokens_post_padded, dtype=torch.int32, shape=(1,),
                    device=device)
     return ({"sorted_token_ids": sorted_token_ids, "expert_ids": expert_ids,
-             "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0},
+             "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0,
+             "m_indices": None},
             routing_capacity(sorted_token_ids, expert_ids, block_m))
 
 
@@ -344,7 +390,7 @@ def check_activation(activation: object, weight: PackedWeight, topk_weights: tor
 def run_gemm(
     a: torch.Tensor,
     weight: PackedWeight,
-    route: Routing | MaskedRows,
+    route: Routing | MaskedRows | ContiguousRows,
     *,
     block_m: int,
     top_k: int,
@@ -363,8 +409,8 @@ def run_gemm(
     """:func:`gemm` on a CUDA bf16 ``a`` and a weight already checked by :func:`check_weight` (for
     the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
     launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch). ``block_rows``
-    (implied by :class:`MaskedRows`): routing block ``b``'s rows are rows ``b * block_m`` on of
-    ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
+    (implied by :class:`MaskedRows` and :class:`ContiguousRows`): routing block ``b``'s rows are rows
+    ``b * block_m`` on of ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
     with tensor copies; ``num_slots`` is then the routing's slot count where it is not
     ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
     position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says).
@@ -385,7 +431,7 @@ def run_gemm(
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
     check_activation(activation, weight, topk_weights, config)
-    block_rows = block_rows or isinstance(route, MaskedRows)
+    block_rows = block_rows or isinstance(route, (MaskedRows, ContiguousRows))
     if isinstance(config, WgmmaConfig) and config.tma_rows and not block_rows:
         raise ChordInputError(f"config: {config} loads each routing block as consecutive rows of a; expected "
                               "the grouped modes' routing (chord_kernels.grouped)")
@@ -398,7 +444,7 @@ def run_gemm(
     if routed and a.shape[0] < capacity * block_m:  # a tensor copy past a's end would read zeros
         raise ChordInputError(f"a: expected a row per routing entry, {capacity} blocks x {block_m} = "
                               f"{capacity * block_m} rows, got {a.shape[0]}")
-    if out_position and (topk_sum is not None or isinstance(route, MaskedRows)):
+    if out_position and (topk_sum is not None or isinstance(route, (MaskedRows, ContiguousRows))):
         raise ChordInputError("out_position: expected vLLM routing tensors and no top-k sum")
     if num_slots is None:
         num_slots = a.shape[0] * top_k
@@ -448,6 +494,10 @@ def run_gemm(
         if twin is not launch.config:
             launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
     launch = plan_for_weight(launch, weight)
+    if (isinstance(route, ContiguousRows) and isinstance(launch.config, WgmmaConfig)
+            and not launch.config.reads_contiguous_rows):  # compiled without it: the routing as tensors
+        routing_args, _ = _routing_args(contiguous_routing(route.m_indices, block_m), block_m, weight.num_experts,
+                                        device)
     a_rows = rows_descriptor(a, block_m) if isinstance(launch.config, WgmmaConfig) and launch.config.tma_rows else None
     if (routed or out_position) and not isinstance(launch.config, WgmmaConfig):
         raise ChordInputError(f"rows in routing order: the decode kernel planned for block_m={block_m} reads and "

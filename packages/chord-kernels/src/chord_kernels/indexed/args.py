@@ -33,6 +33,10 @@ ARGS = ArgStruct("Args", "chord::indexed", [
           "else null", restrict=True),
     Field("max_m", "int", "masked mode: rows per group in a and out"),
     Field("group_blocks", "int", "masked mode: routing blocks per group"),
+    Field("m_indices", "const int32_t*",
+          "[num_blocks * block_m] expert of each row of a, -1 padding: the grouped contiguous mode's routing "
+          "(routing.cuh), with sorted_token_ids, expert_ids, num_tokens_post_padded and masked_m null; else null",
+          restrict=True),
     Field("topk_weights", "const float*", "[num_slots] or null", restrict=True),
     Field("counters", "int32_t*", "workspace: schedule counters, zero before and after each launch"),
     Field("partials", "float*", "workspace: split-K partial sums (scratch)"),

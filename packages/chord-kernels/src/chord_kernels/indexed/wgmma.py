@@ -278,6 +278,14 @@ class WgmmaConfig:
         return self.block_m * self.items
 
     @property
+    def reads_contiguous_rows(self) -> bool:
+        """Whether the kernel computes the grouped contiguous mode's routing from ``m_indices``
+        (``WgmmaConfig::kContiguousRows``): tensor-copy kernels of two consumers at up to 216
+        registers; elsewhere the branch made the producer spill, and the mode hands such kernels
+        routing tensors (:func:`~chord_kernels.indexed.api.contiguous_routing`)."""
+        return self.tma_rows and self.consumers == 2 and self.consumer_regs <= 216
+
+    @property
     def commit_per_step(self) -> bool:
         """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``, which the
         generated source checks against this), else per K group of two steps."""

@@ -1,12 +1,15 @@
 // The routing the indexed kernels read, block by block.
 //
-// Two sources: vLLM's moe_align_block_size tensors (sorted_token_ids, expert_ids,
-// num_tokens_post_padded, read on the device), or the grouped masked mode's [G, max_m] rows
+// Three sources: vLLM's moe_align_block_size tensors (sorted_token_ids, expert_ids,
+// num_tokens_post_padded, read on the device); the grouped masked mode's [G, max_m] rows
 // (args.masked_m set): group g owns args.group_blocks consecutive routing blocks, and row r of its
 // block j is slot g * max_m + j * block_m + r while that is below the group's count masked_m[g]
-// (clamped to [0, max_m]). A block with no row below the count has expert -1 and is skipped. The
-// masked mode computes what the PyTorch routing (grouped.masked_routing) would have written, so
-// it costs no launch of its own.
+// (clamped to [0, max_m]), a block with no row below the count having expert -1 (skipped); or the
+// grouped contiguous mode's rows (args.m_indices set): block b is rows b * block_m on, its expert
+// that of its first row (an expert's padding, -1, follows its real rows in its segment), a row
+// slot = row while it holds that expert. The grouped modes compute what the PyTorch routing
+// (grouped.masked_routing, grouped.contiguous_routing) would have written, so they cost no launch
+// of their own.
 #pragma once
 
 #include <cstdint>
@@ -15,9 +18,9 @@
 
 namespace chord::indexed {
 
-// Routing blocks in use: those below num_tokens_post_padded (or every block of the masked mode).
+// Routing blocks in use: those below num_tokens_post_padded (or every block of the grouped modes).
 __device__ __forceinline__ int used_blocks(const Args& args, int block_m) {
-  if (args.masked_m != nullptr) return args.num_blocks;
+  if (args.masked_m != nullptr || args.m_indices != nullptr) return args.num_blocks;
   const int padded = __ldg(args.num_tokens_post_padded);
   const int used = (max(padded, 0) + block_m - 1) / block_m;
   return min(used, args.num_blocks);
@@ -30,6 +33,7 @@ __device__ __forceinline__ int masked_rows(const Args& args, int g) {
 
 // Expert of routing block b (-1 or out of range: not local, skipped).
 __device__ __forceinline__ int block_expert(const Args& args, int b, int block_m) {
+  if (args.m_indices != nullptr) return __ldg(args.m_indices + static_cast<int64_t>(b) * block_m);
   if (args.masked_m == nullptr) return __ldg(args.expert_ids + b);
   const int g = b / args.group_blocks;
   return (b - g * args.group_blocks) * block_m < masked_rows(args, g) ? g : -1;
@@ -37,8 +41,19 @@ __device__ __forceinline__ int block_expert(const Args& args, int b, int block_m
 
 // Slot of row `row` counted from routing block b's first row (row may pass into the following
 // blocks of the same expert, as a multi-block work item's rows do); args.num_slots (the sentinel)
-// for a row past the group's count.
+// for a row past the group's count or, in the contiguous mode, a row not of the block's expert.
+// kContiguousRows false: a kernel the contiguous mode never launches, compiled without that mode
+// (WgmmaConfig::kContiguousRows: its branch made the four-consumer producer spill).
+template <bool kContiguousRows>
 __device__ __forceinline__ int block_slot(const Args& args, int b, int row, int block_m) {
+  if constexpr (kContiguousRows) {
+    if (args.m_indices != nullptr) {
+      const int64_t first = static_cast<int64_t>(b) * block_m;
+      const int expert = __ldg(args.m_indices + first);
+      return expert >= 0 && __ldg(args.m_indices + first + row) == expert ? static_cast<int>(first + row)
+                                                                            : args.num_slots;
+    }
+  }
   if (args.masked_m == nullptr) return __ldg(args.sorted_token_ids + static_cast<int64_t>(b) * block_m + row);
   const int g = b / args.group_blocks;
   const int r = (b - g * args.group_blocks) * block_m + row;
