@@ -144,10 +144,10 @@ def _contiguous_constants(m: int, block_m: int, device: torch.device) -> tuple[t
 def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
     """The routing blocks of a contiguous layout (``block_m`` divides the 128-row alignment) as vLLM
     routing tensors — what the kernels compute from ``m_indices`` themselves (:class:`ContiguousRows`):
-    block ``b`` is rows ``[b * block_m, (b + 1) *
-    block_m)``, its expert that of its first row (-1: padding, skipped; an expert's padding follows
-    its real rows), a row of another expert or of padding a sentinel (in a block of padding only
-    too: the engine zeroes the slots of -1 blocks). Slot = row."""
+    block ``b`` is rows ``[b * block_m, (b + 1) * block_m)``, its expert that of its first row (-1:
+    padding, skipped; an expert's padding follows its real rows), a row of another expert or of
+    padding a sentinel (in a block of padding only too: the engine zeroes the slots of -1 blocks).
+    Slot = row."""
     m = m_indices.numel()
     rows, used = _contiguous_constants(m, block_m, m_indices.device)
     blocks = m_indices.view(m // block_m, block_m)
@@ -410,8 +410,8 @@ def run_gemm(
     the indexed layout or a grouped one: the engine behind both families); with ``topk_sum``, the
     launch of :func:`gemm_topk_sum`, which returns its unreduced rows (scratch). ``block_rows``
     (implied by :class:`MaskedRows` and :class:`ContiguousRows`): routing block ``b``'s rows are rows
-    ``b * block_m`` on of ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA kernel loads them
-    with tensor copies; ``num_slots`` is then the routing's slot count where it is not
+    ``b * block_m`` on of ``a`` (the contiguous layout, or an ``out_position`` output), so the WGMMA
+    kernel loads them with tensor copies; ``num_slots`` is then the routing's slot count where it is not
     ``a.shape[0] * top_k``. ``out_position`` (WGMMA kernels): a slot's output row is its routing
     position, ``out`` holding every routing block's rows (padding rows as :func:`gemm` says).
     ``tok_e``: the expected rows per expert, which some shapes plan on (where ``config`` is None;
