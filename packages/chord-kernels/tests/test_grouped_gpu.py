@@ -218,7 +218,7 @@ def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
     contiguous mode runs wide items of 32-row blocks: on the real rows bit for bit the default plan
     (64 x 2 items), the reference within its bound, repeated runs identical, padding rows untouched,
     the activation fused or not ``silu_and_mul`` of the plain rows, and a captured graph replaying
-    new rows."""
+    new rows and new experts (the kernels read ``m_indices`` on the device)."""
     name, e, n, k, mean, kind = case
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) + 43)
     packed, scales = _weights(e, n, k, gen)
@@ -249,6 +249,8 @@ def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
     with torch.cuda.graph(graph):
         grouped.contiguous(a, w, c.m_indices, out=out, expected_m=mean)
     a.copy_(torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16))
+    relabel = torch.randperm(e, generator=gen, device="cuda").to(torch.int32)
+    c.m_indices.copy_(torch.where(real, relabel[c.m_indices.clamp(min=0)], -1))
     graph.replay()
     plan = grouped.contiguous(a, w, c.m_indices)
     torch.cuda.synchronize()

@@ -68,9 +68,10 @@ def test_masked_counts_outside_the_buffer_select_all_or_nothing() -> None:
 
 
 def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
-    """The contiguous mode's 64 x 2 items (two consumers, 216 registers) read its routing from
-    ``m_indices``; its wide items (224 registers) and four-consumer kernels are compiled without
-    that branch (their producers would spill), so they get ``contiguous_routing``'s tensors."""
+    """The contiguous mode's kernels (its 64 x 2 and wide items of 32-row blocks: two consumers)
+    read its routing from ``m_indices``; four-consumer kernels and blocks that do not divide its
+    128-row segments are compiled without that branch (their producers would spill), so they get
+    ``contiguous_routing``'s tensors."""
     def planned(n: int, k: int, block_m: int, tok_e: float) -> WgmmaConfig:
         blocks = 48 * int(tok_e) // block_m
         return cached_plan(n, k, block_m, blocks, 132, "sm_90a", config_for_rows(n, k, block_m, "sm_90a", tok_e)).config
@@ -78,10 +79,11 @@ def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
     for n, k in ((4096, 7168), (7168, 2048)):
         plan = _tma_rows_twin(planned(n, k, PREFILL_BLOCK, 256.0))
         assert plan.tma_rows and plan.items == 2 and plan.reads_contiguous_rows
-        assert not block_rows_wide_config(n, k).reads_contiguous_rows
+        assert block_rows_wide_config(n, k).reads_contiguous_rows
     four = planned(4096, 7168, 24, 16.0)
     assert four.consumers == 4 and not _tma_rows_twin(four).reads_contiguous_rows
     assert not plan.__class__(block_m=64, mt=2, items=2).reads_contiguous_rows  # rows gathered
+    assert not _tma_rows_twin(planned(4096, 7168, 56, 43.0)).reads_contiguous_rows
 
 
 def test_contiguous_routing_reads_each_block_expert_from_its_first_row() -> None:

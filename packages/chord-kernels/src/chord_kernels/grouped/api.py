@@ -5,14 +5,13 @@ blocks), never with a host synchronization, so both are CUDA-graph capturable on
 call (or :func:`prepare` plus one call) has loaded the kernel and built the per-shape index
 constants. The kernels compute each mode's routing blocks themselves, from ``masked_m`` or from
 ``m_indices``, with no launch of their own (:class:`~chord_kernels.indexed.MaskedRows`,
-:class:`~chord_kernels.indexed.api.ContiguousRows`; the contiguous mode's wide items, compiled
-without it, get the routing tensors of :func:`contiguous_routing`). A routing block's rows being
-consecutive rows of ``a`` in both modes, the WGMMA kernel loads each block with 2-D tensor copies
-(``WgmmaConfig.tma_rows``) instead of gathering rows.
-:func:`contiguous_routing` and :func:`masked_routing` build the same blocks as vLLM routing tensors,
-for callers of :func:`chord_kernels.indexed.gemm`. The
-weight is packed with layout ``"contiguous"`` or ``"masked"`` (the indexed tiles under the grouped
-family's record) and each entry point refuses the other mode's weight.
+:class:`~chord_kernels.indexed.api.ContiguousRows`). A routing block's rows being consecutive
+rows of ``a`` in both modes, the WGMMA kernel loads each block with 2-D tensor copies
+(``WgmmaConfig.tma_rows``) instead of gathering rows. :func:`contiguous_routing` and
+:func:`masked_routing` build the same blocks as vLLM routing tensors, for callers of
+:func:`chord_kernels.indexed.gemm`. The weight is packed with layout ``"contiguous"`` or
+``"masked"`` (the indexed tiles under the grouped family's record) and each entry point refuses
+the other mode's weight.
 """
 
 from __future__ import annotations

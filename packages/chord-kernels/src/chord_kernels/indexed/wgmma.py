@@ -27,6 +27,7 @@ from chord_kernels.indexed.heuristics import (
 from chord_kernels.indexed.layout import ATOM_BYTES, ATOM_K, ATOM_N
 from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import CudaKernel
+from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
 ARCH = "sm_90a"
 """wgmma and setmaxnreg exist on sm_90a only."""
@@ -280,10 +281,11 @@ class WgmmaConfig:
     @property
     def reads_contiguous_rows(self) -> bool:
         """Whether the kernel computes the grouped contiguous mode's routing from ``m_indices``
-        (``WgmmaConfig::kContiguousRows``): tensor-copy kernels of two consumers at up to 216
-        registers; elsewhere the branch made the producer spill, and the mode hands such kernels
-        routing tensors (:func:`~chord_kernels.indexed.api.contiguous_routing`)."""
-        return self.tma_rows and self.consumers == 2 and self.consumer_regs <= 216
+        (``WgmmaConfig::kContiguousRows``): tensor-copy kernels of two consumers whose routing
+        blocks divide the mode's 128-row segments (``routing.CONTIGUOUS_ALIGNMENT``); elsewhere the
+        branch made the producer spill, and the mode hands such kernels routing tensors
+        (:func:`~chord_kernels.indexed.api.contiguous_routing`)."""
+        return self.tma_rows and self.consumers == 2 and CONTIGUOUS_ALIGNMENT % self.block_m == 0
 
     @property
     def commit_per_step(self) -> bool:

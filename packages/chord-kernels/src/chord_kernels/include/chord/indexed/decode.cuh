@@ -102,7 +102,7 @@ __device__ __forceinline__ void producer_loop(const Args& args, uint8_t* smem, c
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int row = lane + 32 * r;
-      if (row < Cfg::kBM) ref.slot[r] = block_slot<true>(args, ref.block, row, Cfg::kBM);
+      if (row < Cfg::kBM) ref.slot[r] = block_slot<true>(args, ref.block, row, Cfg::kBM, ref.expert);
     }
     return ref;
   };

@@ -153,7 +153,7 @@ __device__ __forceinline__ void zero_invalid_blocks(const Args& args, int n, int
     const int expert = block_expert(args, b, block_m);
     if (static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts)) continue;
     for (int r = warp; r < block_m; r += num_warps) {
-      const int slot = block_slot<true>(args, b, r, block_m);
+      const int slot = block_slot<true>(args, b, r, block_m, expert);
       if (slot < 0 || slot >= args.num_slots) continue;
       __nv_bfloat16* row = args.out + static_cast<int64_t>(slot) * n;
       if ((n % 8) == 0) {

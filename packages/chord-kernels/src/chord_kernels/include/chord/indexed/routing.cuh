@@ -40,18 +40,17 @@ __device__ __forceinline__ int block_expert(const Args& args, int b, int block_m
 }
 
 // Slot of row `row` counted from routing block b's first row (row may pass into the following
-// blocks of the same expert, as a multi-block work item's rows do); args.num_slots (the sentinel)
-// for a row past the group's count or, in the contiguous mode, a row not of the block's expert.
-// kContiguousRows false: a kernel the contiguous mode never launches, compiled without that mode
-// (WgmmaConfig::kContiguousRows: its branch made the four-consumer producer spill).
+// blocks of the same expert, as a multi-block work item's rows do), `expert` being the block's
+// (block_expert, which every caller has read); args.num_slots (the sentinel) for a row past the
+// group's count or, in the contiguous mode, a row not of that expert. kContiguousRows false: a
+// kernel the contiguous mode never launches, compiled without that mode (WgmmaConfig::kContiguousRows:
+// its branch made the four-consumer producer spill).
 template <bool kContiguousRows>
-__device__ __forceinline__ int block_slot(const Args& args, int b, int row, int block_m) {
+__device__ __forceinline__ int block_slot(const Args& args, int b, int row, int block_m, int expert) {
   if constexpr (kContiguousRows) {
     if (args.m_indices != nullptr) {
-      const int64_t first = static_cast<int64_t>(b) * block_m;
-      const int expert = __ldg(args.m_indices + first);
-      return expert >= 0 && __ldg(args.m_indices + first + row) == expert ? static_cast<int>(first + row)
-                                                                            : args.num_slots;
+      const int64_t r = static_cast<int64_t>(b) * block_m + row;
+      return expert >= 0 && __ldg(args.m_indices + r) == expert ? static_cast<int>(r) : args.num_slots;
     }
   }
   if (args.masked_m == nullptr) return __ldg(args.sorted_token_ids + static_cast<int64_t>(b) * block_m + row);

@@ -86,9 +86,10 @@ struct WgmmaConfig {
   static constexpr bool kDynamic = kDynamic_;  // items from a global counter (args.counters)
   static constexpr bool kTmaRows = kTmaRows_;  // activation rows by tensor copies (args.a_rows)
   // Whether the grouped contiguous mode's routing (args.m_indices) is compiled in (wgmma.py
-  // reads_contiguous_rows): tensor-copy kernels of two consumers at up to 216 registers, where the
-  // producer has registers for it (with four consumers or 224 it spilled 4-12 bytes).
-  static constexpr bool kContiguousRows = kTmaRows_ && kConsumers_ == 2 && kConsumerRegs_ <= 216;
+  // reads_contiguous_rows): tensor-copy kernels of two consumers whose routing blocks divide the
+  // mode's 128-row segments (its 64-row blocks and the wide items' 32), so no block spans two
+  // experts. Elsewhere the branch made the producer spill (four consumers; 40- and 56-row blocks).
+  static constexpr bool kContiguousRows = kTmaRows_ && kConsumers_ == 2 && 128 % kBM_ == 0;
   static constexpr int kNRun = kNRun_;           // N tiles per run (0: items of one N tile)
   static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
   static constexpr bool kPingPong = kPingPong_;
@@ -376,7 +377,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
 #pragma unroll
                   for (int r = 0; r < kBatch; ++r) {
                     const int row = lane + 32 * (r0 + r);
-                    slot[r] = row < rows_used ? block_slot<Cfg::kContiguousRows>(args, block, row, Cfg::kBM) : args.num_slots;
+                    slot[r] = row < rows_used ? block_slot<Cfg::kContiguousRows>(args, block, row, Cfg::kBM, expert) : args.num_slots;
                   }
 #pragma unroll
                   for (int r = 0; r < kBatch; ++r) {
