@@ -204,8 +204,9 @@ def test_activation_is_silu_and_mul_of_the_plain_output(expected_m: int) -> None
     assert torch.equal(fused[rows], silu_and_mul(plain[rows]))
 
 
-CONTIGUOUS_WIDE = [  # name, experts, N, K, mean rows per expert, routing
+CONTIGUOUS_WIDE = [  # name, experts, N, K, mean rows per expert, routing (16-row blocks to 142, 32-row beyond)
     ("ep8_gate_up", 48, 4096, 7168, 135, "uniform"),  # dynamic schedule, SiLU-and-mul fused
+    ("ep8_gate_up_32", 48, 4096, 7168, 148, "uniform"),
     ("ep8_down", 48, 7168, 2048, 128, "uniform"),
     ("odd_nk", 5, 72, 1056, 140, "uniform"),  # one tile per warpgroup, partial N tile, short last K stage, strided
     ("hot_expert", 8, 256, 512, 130, "hot"),  # every row on one expert: items across its segments, the rest empty
@@ -215,7 +216,7 @@ CONTIGUOUS_WIDE = [  # name, experts, N, K, mean rows per expert, routing
 @pytest.mark.parametrize("case", CONTIGUOUS_WIDE, ids=[c[0] for c in CONTIGUOUS_WIDE])
 def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
     """With ``expected_m`` of 121-150 rows per expert and experts past one 128-row segment the
-    contiguous mode runs wide items of 32-row blocks: on the real rows bit for bit the default plan
+    contiguous mode runs wide items of 16- or 32-row blocks: on the real rows bit for bit the default plan
     (64 x 2 items), the reference within its bound, repeated runs identical, padding rows untouched,
     the activation fused or not ``silu_and_mul`` of the plain rows, and a captured graph replaying
     new rows and new experts (the kernels read ``m_indices`` on the device)."""

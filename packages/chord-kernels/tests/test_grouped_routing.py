@@ -13,7 +13,7 @@ from chord_kernels.grouped import contiguous_routing, masked_routing
 from chord_kernels.indexed.api import _tma_rows_twin
 from chord_kernels.indexed.heuristics import PREFILL_BLOCK
 from chord_kernels.indexed.planner import cached_plan, config_for_rows
-from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config
+from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_configs
 
 
 def _rel_err(got: torch.Tensor, want: torch.Tensor) -> float:
@@ -68,7 +68,7 @@ def test_masked_counts_outside_the_buffer_select_all_or_nothing() -> None:
 
 
 def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
-    """The contiguous mode's kernels (its 64 x 2 and wide items of 32-row blocks: two consumers)
+    """The contiguous mode's kernels (its 64 x 2 and wide items of 16- or 32-row blocks: two consumers)
     read its routing from ``m_indices``; four-consumer kernels and blocks that do not divide its
     128-row segments are compiled without that branch (their producers would spill), so they get
     ``contiguous_routing``'s tensors."""
@@ -79,7 +79,7 @@ def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
     for n, k in ((4096, 7168), (7168, 2048)):
         plan = _tma_rows_twin(planned(n, k, PREFILL_BLOCK, 256.0))
         assert plan.tma_rows and plan.items == 2 and plan.reads_contiguous_rows
-        assert block_rows_wide_config(n, k).reads_contiguous_rows
+        assert all(wide.reads_contiguous_rows for wide in block_rows_wide_configs(n, k))
     four = planned(4096, 7168, 24, 16.0)
     assert four.consumers == 4 and not _tma_rows_twin(four).reads_contiguous_rows
     assert not plan.__class__(block_m=64, mt=2, items=2).reads_contiguous_rows  # rows gathered

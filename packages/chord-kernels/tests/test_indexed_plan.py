@@ -14,7 +14,7 @@ from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
 from chord_kernels.indexed.planner import config_for_rows, configs_for, silu_mul_twin
-from chord_kernels.indexed.wgmma import block_rows_wide_config
+from chord_kernels.indexed.wgmma import block_rows_wide_configs
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
     WorkspaceLayout,
@@ -23,6 +23,7 @@ from chord_kernels.indexed.workspace import (
 )
 from chord_kernels.jit import ArgStruct, Field
 from chord_kernels.jit.args import TMA_DESCRIPTOR
+from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
 SMS = 132
 KIMI = [(4096, 7168), (7168, 2048), (512, 7168), (7168, 256)]
@@ -124,28 +125,34 @@ def test_config_override_and_errors() -> None:
 
 
 def test_contiguous_mode_takes_wide_items_where_experts_pass_one_segment() -> None:
-    """grouped.contiguous_config: the wide items of 32-row blocks on sm_90a for 121-150 expected rows
-    per expert where some expert holds a second 128-row segment, the 64 x 2 plan elsewhere; the
-    family's precompile hook builds them (tensor copies, SiLU twin, one-fma twins) and they plan."""
+    """grouped.contiguous_config: on sm_90a for 121-150 expected rows per expert where some expert
+    holds a second 128-row segment, the wide items — 16-row blocks up to 142 rows per expert, 32-row
+    blocks beyond — and the 64 x 2 plan elsewhere; the family's precompile hook builds them (tensor
+    copies, SiLU twin, one-fma twins) and they plan."""
     e = 48
     for n, k in KIMI[:2]:
         w = _weight(n, k, e)
         past = 128 * (e + 1)
-        wide = grouped.contiguous_config(w, past, 135, "sm_90a")
-        assert wide == block_rows_wide_config(n, k)
-        assert (wide.block_m, wide.items, wide.tile, wide.mt) == (32, 5, 160, 2)
-        assert wide.tma_rows and wide.weight_ring and wide.dynamic and wide.widths == (2, 4, 5)
-        assert _plan(n, k, 32, past // 32, config=wide).config == wide
+        fine, coarse = grouped.contiguous_config(w, past, 142, "sm_90a"), grouped.contiguous_config(w, past, 143, "sm_90a")
+        assert (fine.block_m, fine.items, fine.widths) == (16, 10, (8, 9, 10))
+        assert (coarse.block_m, coarse.items, coarse.widths) == (32, 5, (2, 4, 5))
+        assert block_rows_wide_configs(n, k) == (fine, coarse)
+        for wide in (fine, coarse):
+            assert (wide.tile, wide.mt) == (160, 2) and CONTIGUOUS_ALIGNMENT % wide.block_m == 0
+            assert wide.tma_rows and wide.weight_ring and wide.dynamic and wide.reads_contiguous_rows
+            assert _plan(n, k, wide.block_m, past // wide.block_m, config=wide).config == wide
         for expected_m, m, arch in ((120, past, "sm_90a"), (151, past, "sm_90a"), (None, past, "sm_90a"),
                                     (135, 128 * e, "sm_90a"), (135, past, "sm_100a")):
             assert grouped.contiguous_config(w, m, expected_m, arch) is None, (expected_m, m, arch)
-        assert grouped.contiguous_config(w, past, 121, "sm_90a") == grouped.contiguous_config(w, past, 150, "sm_90a")
+        assert grouped.contiguous_config(w, past, 121, "sm_90a") == fine
+        assert grouped.contiguous_config(w, past, 150, "sm_90a") == coarse
         sources = {kk.source for kk in grouped.kernels("sm_90a")}
-        twins = [wide, dataclasses.replace(wide, subnormal=True)]
+        twins = [fine, coarse, *(dataclasses.replace(c, subnormal=True) for c in (fine, coarse))]
         if n == 4096:
             twins += [dataclasses.replace(t, silu_mul=True) for t in twins]
         assert all(t.kernel().source in sources for t in twins)
-    assert not any("chord::indexed::WgmmaConfig<32, 5" in kk.source for kk in grouped.kernels("sm_100a"))
+    assert not any("chord::indexed::WgmmaConfig<32, 5" in kk.source or "chord::indexed::WgmmaConfig<16, 10" in kk.source
+                   for kk in grouped.kernels("sm_100a"))
 
 
 def test_weights_with_small_scales_plan_the_one_fma_form() -> None:

@@ -43,7 +43,7 @@ from chord_kernels.indexed.heuristics import (
 )
 from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, KernelConfig, configs_for
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
-from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config
+from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config, block_rows_wide_configs
 from chord_kernels.jit import CudaKernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
@@ -62,15 +62,15 @@ def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch
     """The contiguous mode's configuration where it is not the planner's for
     :func:`contiguous_block_m` (else None): on sm_90a, with more than ``WIDE_MIN_TOK_E`` and at most
     ``WIDE_MAX_TOK_E`` expected real rows per expert (``expected_m``) and some expert past one
-    128-row segment (``m`` rows above 128 per expert), the wide items of 32-row blocks
+    128-row segment (``m`` rows above 128 per expert), the wide items of 16- or 32-row blocks
     (:func:`~chord_kernels.indexed.wgmma.block_rows_wide_config`): one weight pass for an expert of
     up to 160 rows. Both GEMMs of Kimi's EP8 layer level to 7 % faster at 120 rows per expert and
     6-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115 and
-    160, 6-20 % slower from 170 (docs/optimization.md, session 43)."""
+    160, 6-20 % slower from 170 (docs/optimization.md, sessions 43 and 46)."""
     if (arch != WGMMA_ARCH or expected_m is None or not WIDE_MIN_TOK_E < expected_m <= WIDE_MAX_TOK_E
             or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):
         return None
-    return block_rows_wide_config(weight.n, weight.k)
+    return block_rows_wide_config(weight.n, weight.k, expected_m)
 
 
 def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
@@ -254,9 +254,9 @@ def kernels(arch: str) -> list[CudaKernel]:
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
     if wgmma:
         for n, k in KIMI_SHAPES:
-            cfg = block_rows_wide_config(n, k)
-            found[cfg] = None
-            if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
-                found[dataclasses.replace(cfg, silu_mul=True)] = None
+            for cfg in block_rows_wide_configs(n, k):
+                found[cfg] = None
+                if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
+                    found[dataclasses.replace(cfg, silu_mul=True)] = None
     # Each with its one-fma twin, for weights whose scales are all below 2^-5.
     return [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]

@@ -63,17 +63,16 @@ WIDE_SEVEN_MIN_TOK_E = 134.0
 items too: 5-16 % faster at 136-149 rows per expert, where many experts pass 144 rows; at 121-128
 level in one run, up to 8 % slower in another (session 16). Known where the layer's top-k ids are
 (:func:`gemm_topk_sum`)."""
-BLOCK_ROWS_WIDE_BLOCK = 32
-"""Routing block of the wide items over consecutive rows (:func:`block_rows_wide_config`): the
-widest block below :data:`PREFILL_BLOCK` that divides the grouped contiguous mode's 128-row segments."""
-BLOCK_ROWS_WIDE_ITEMS = 5
-"""Blocks per wide item over consecutive rows: 160 tokens, whose accumulators fit two tiles per
-warpgroup and whose three 128-wide stages fit shared memory next to the weight ring."""
-BLOCK_ROWS_WIDE_WIDTHS = (2, 4, 5)
-"""Block counts of those items' K loops (ptxas pipelines three; with four it serializes every wgmma):
-4 and 5 for experts of 97-160 rows, 2 for the rest of an expert past 160. Against 3, 4, 5: level at
-120-150 rows per expert, 2-7 points faster at 160-185 (docs/optimization.md, session 43)."""
-
+BLOCK_ROWS_WIDE = ((142.0, 16, 10, (8, 9, 10)), (math.inf, 32, 5, (2, 4, 5)))
+"""The wide items over consecutive rows (:func:`block_rows_wide_config`), as (up to this many expected
+rows per expert, routing block, blocks per item, block counts of the item's K loops): 160 tokens per
+item, whose accumulators fit two tiles per warpgroup and whose three 128-wide stages fit shared
+memory next to the weight ring, in blocks that divide the grouped contiguous mode's 128-row segments;
+ptxas pipelines three K loops and serializes every wgmma with four. 16-row blocks at 128, 144 and 160
+tokens let an expert of 129-144 rows compute 144: 0-9 % faster than 32-row blocks at 4, 5 (2 for the
+rest of an expert past 160) from 121 to 142 rows per expert, level to 2 % slower at 145, 1-8 % slower at
+150, where more experts pass 160 and their rest runs 128 tokens wide (docs/optimization.md, sessions 43
+and 46)."""
 
 PREFILL_ROW_WIDTHS = (96, 112)
 """Token counts the 64 x 2 prefill items' K loop is also compiled for (besides 64 and 128), where K >
@@ -563,16 +562,25 @@ def _wide_items(n: int, k: int, block_m: int, items: int, widths: tuple[int, ...
                        dynamic=k >= DYNAMIC_MIN_K, widths=widths, consumer_regs=consumer_regs, tma_rows=tma_rows)
 
 
-@functools.lru_cache(maxsize=64)
-def block_rows_wide_config(n: int, k: int) -> WgmmaConfig:
-    """Wide items over routing blocks of consecutive rows (the grouped contiguous mode): up to
-    :data:`BLOCK_ROWS_WIDE_ITEMS` blocks of :data:`BLOCK_ROWS_WIDE_BLOCK` rows of one expert per
-    item, so an expert of 129-160 rows takes one weight pass where 128-row items take two; the wide
+def block_rows_wide_config(n: int, k: int, expected_m: float) -> WgmmaConfig:
+    """Wide items over routing blocks of consecutive rows (the grouped contiguous mode) for
+    ``expected_m`` rows per expert: up to 160 rows of one expert per item (:data:`BLOCK_ROWS_WIDE`),
+    so an expert of 129-160 rows takes one weight pass where 128-row items take two; the wide
     items' 128-wide activation stages with the weights in their own ring of 256-K tiles, the rows
     loaded with tensor copies. Against the 64 x 2 items on Poisson-ragged rows, the same bits: level
     to 7 % faster at 120 rows per expert, 6-19 % at 128-150, where many experts pass one 128-row
     segment; 6-15 % slower at 110, where most fit one, -6 to +4 % at 160 and 6-20 % slower from
     170, where most pass 160; 4-6 % slower on gate_up at exactly 128 rows each
-    (docs/optimization.md, session 43)."""
-    return _wide_items(n, k, BLOCK_ROWS_WIDE_BLOCK, BLOCK_ROWS_WIDE_ITEMS, BLOCK_ROWS_WIDE_WIDTHS,
-                       WIDE_CONSUMER_REGS, tma_rows=True)
+    (docs/optimization.md, sessions 43 and 46)."""
+    block, items, widths = next(shape for up_to, *shape in BLOCK_ROWS_WIDE if expected_m <= up_to)
+    return _block_rows_wide(n, k, block, items, widths)
+
+
+@functools.lru_cache(maxsize=64)
+def _block_rows_wide(n: int, k: int, block: int, items: int, widths: tuple[int, ...]) -> WgmmaConfig:
+    return _wide_items(n, k, block, items, widths, WIDE_CONSUMER_REGS, tma_rows=True)
+
+
+def block_rows_wide_configs(n: int, k: int) -> tuple[WgmmaConfig, ...]:
+    """Every configuration :func:`block_rows_wide_config` may return for this shape."""
+    return tuple(_block_rows_wide(n, k, *shape) for _, *shape in BLOCK_ROWS_WIDE)
