@@ -113,7 +113,7 @@ def test_chord_grouped_routes_expert_parallel_rows_contiguously(rows):
     for problem in problems:
         cand = impl.candidate(problem)
         assert "routed contiguously" in cand.config
-        assert ("items=5" in cand.config) == (rows > 64), cand.config
+        assert ("weight_ring=True" in cand.config) == (rows > 64), cand.config  # the wide items
         assert cand.check(problem) is None, problem.name
 
 
