@@ -1,6 +1,6 @@
 # ruff: noqa
 """Session 46: compute-sanitizer target: the grouped contiguous mode with its routing read from m_indices in the
-kernel — the wide items of 32-row blocks (expected_m 121-150) and the 64 x 2 items (no expected_m): N = 200 (a
+kernel — the wide items of 16-row blocks (expected_m 121-142) and 32-row blocks (143-150) and the 64 x 2 items (no expected_m): N = 200 (a
 partial N tile) and 512 with SiLU-and-mul fused, K = 1056 (a short last stage) and 2048 (dynamic), one hot
 expert across several segments and ragged others; NaN padding rows of a kept out, padding rows of the output
 untouched, each launched twice and against the reference."""
@@ -11,7 +11,7 @@ from chord_kernels import grouped, reference, routing
 from chord_kernels.formats import random_quantized
 from chord_kernels.ops import silu_and_mul
 
-SHAPES = ((4, 200, 1056, 140), (6, 512, 2048, 135))  # experts, N, K, rows per expert
+SHAPES = ((4, 200, 1056, 140), (6, 512, 2048, 135), (4, 200, 1056, 148))  # experts, N, K, rows per expert
 
 if __name__ == "__main__":
     dev = torch.device("cuda")

@@ -69,10 +69,10 @@ rows per expert, routing block, blocks per item, block counts of the item's K lo
 item, whose accumulators fit two tiles per warpgroup and whose three 128-wide stages fit shared
 memory next to the weight ring, in blocks that divide the grouped contiguous mode's 128-row segments;
 ptxas pipelines three K loops and serializes every wgmma with four. 16-row blocks at 128, 144 and 160
-tokens let an expert of 129-144 rows compute 144: 0-9 % faster than 32-row blocks at 4, 5 (2 for the
-rest of an expert past 160) from 121 to 142 rows per expert, level to 2 % slower at 145, 1-8 % slower at
-150, where more experts pass 160 and their rest runs 128 tokens wide (docs/optimization.md, sessions 43
-and 46)."""
+tokens let an expert of 129-144 rows compute 144: level to 9 % faster than 32-row blocks at 4, 5 (2 for
+the rest of an expert past 160) from 121 to 142 rows per expert, -5 to +2 % at 145, 1-8 % slower at 150,
+where more experts pass 160 and their rest runs 128 tokens wide (docs/optimization.md, sessions 43 and
+46)."""
 
 PREFILL_ROW_WIDTHS = (96, 112)
 """Token counts the 64 x 2 prefill items' K loop is also compiled for (besides 64 and 128), where K >
