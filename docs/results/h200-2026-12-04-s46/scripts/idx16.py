@@ -1,5 +1,4 @@
 # ruff: noqa
-# ruff: noqa
 """Session 46: the indexed routing (vLLM's, rows gathered by slot) on wide items of 16-token blocks (ten per item,
 K loops at 8, 9, 10 blocks: 128 / 144 / 160 tokens) against the plan (24-token blocks in sevens / sixes), EP8
 Kimi shapes (48 local experts of 384, top-8), gate_up from the hidden states, the down (top-k weighted) from rows

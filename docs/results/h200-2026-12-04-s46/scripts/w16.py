@@ -1,5 +1,4 @@
 # ruff: noqa
-# ruff: noqa
 """Session 46: wide items of 16-row blocks (up to ten per item, K loops at 8, 9, 10 blocks = 128 / 144 / 160 tokens)
 for the contiguous mode, against the 32-row blocks in fives (2, 4, 5): ptxas, and (with a GPU) an interleaved A/B
 on Poisson rows, the same bits."""
