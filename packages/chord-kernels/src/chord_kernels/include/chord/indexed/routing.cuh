@@ -43,8 +43,7 @@ __device__ __forceinline__ int block_expert(const Args& args, int b, int block_m
 // blocks of the same expert, as a multi-block work item's rows do), `expert` being the block's
 // (block_expert, which every caller has read); args.num_slots (the sentinel) for a row past the
 // group's count or, in the contiguous mode, a row not of that expert. kContiguousRows false: a
-// kernel the contiguous mode never launches, compiled without that mode (WgmmaConfig::kContiguousRows:
-// its branch made the four-consumer producer spill).
+// kernel the contiguous mode never launches, compiled without that mode (WgmmaConfig::kContiguousRows).
 template <bool kContiguousRows>
 __device__ __forceinline__ int block_slot(const Args& args, int b, int row, int block_m, int expert) {
   if constexpr (kContiguousRows) {

@@ -87,8 +87,8 @@ struct WgmmaConfig {
   static constexpr bool kTmaRows = kTmaRows_;  // activation rows by tensor copies (args.a_rows)
   // Whether the grouped contiguous mode's routing (args.m_indices) is compiled in (wgmma.py
   // reads_contiguous_rows): tensor-copy kernels of two consumers whose routing blocks divide the
-  // mode's 128-row segments (its 64-row blocks and the wide items' 32), so no block spans two
-  // experts. Elsewhere the branch made the producer spill (four consumers; 40- and 56-row blocks).
+  // mode's 128-row segments (its 64-row blocks and the wide items' 16 or 32), so no block spans
+  // two experts. Elsewhere the branch made the producer spill (four consumers; 40- and 56-row blocks).
   static constexpr bool kContiguousRows = kTmaRows_ && kConsumers_ == 2 && 128 % kBM_ == 0;
   static constexpr int kNRun = kNRun_;           // N tiles per run (0: items of one N tile)
   static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
