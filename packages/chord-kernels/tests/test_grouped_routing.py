@@ -82,7 +82,7 @@ def test_contiguous_kernels_read_m_indices_where_compiled_to() -> None:
         assert all(wide.reads_contiguous_rows for wide in block_rows_wide_configs(n, k))
     four = planned(4096, 7168, 24, 16.0)
     assert four.consumers == 4 and not _tma_rows_twin(four).reads_contiguous_rows
-    assert not plan.__class__(block_m=64, mt=2, items=2).reads_contiguous_rows  # rows gathered
+    assert not WgmmaConfig(block_m=64, mt=2, items=2).reads_contiguous_rows  # rows gathered
     assert not _tma_rows_twin(planned(4096, 7168, 56, 43.0)).reads_contiguous_rows
 
 
