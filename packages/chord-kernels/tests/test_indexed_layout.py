@@ -246,15 +246,21 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
 
 def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     from chord_kernels.indexed.heuristics import choose_config
-    from chord_kernels.indexed.planner import cached_plan, config_for_rows, configs_for
+    from chord_kernels.indexed.planner import (
+        cached_plan,
+        config_for_rows,
+        configs_for,
+        silu_mul_twin,
+    )
     from chord_kernels.indexed.wgmma import (
         FOUR_CONSUMER_MAX_TOKENS,
         FOUR_CONSUMER_MIN_K,
         FOUR_CONSUMER_REGS,
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
+        RUN_FOUR_CONSUMER_REGS,
+        RUN_FOUR_CONSUMER_TOKENS,
         RUN_MAX_K,
-        RUN_ROW_WIDTH_REGS,
         RUN_TILES,
         SMEM_LIMIT,
         THREE_CONSUMER_REGS,
@@ -278,24 +284,29 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert cfg.consumer_regs == (216 if k <= WIDE_SHORT_K else WIDE_CONSUMER_REGS)
             else:
                 # gate_up's one-block items of 24-48 tokens: four consumer warpgroups; the down's
-                # (K = 2048, N = 7168) of 32 tokens: three.
+                # (K = 2048, N = 7168) of 32 tokens: three; TP8's down (K = 256) in runs of N tiles at
+                # 40-104-token blocks: four of one tile each.
                 four = (k >= FOUR_CONSUMER_MIN_K and n >= 512 and cfg.items == 1 and cfg.mt == 2
                         and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS)
                 three = (n, k) == (7168, 2048) and bm == 32
-                assert cfg.consumers == (4 if four else 3 if three else 2), cfg
-                runs_rows = bool(cfg.n_run and cfg.row_widths) and 48 <= bm < 72  # the producer spills at 216
-                regs = (FOUR_CONSUMER_REGS if four else THREE_CONSUMER_REGS if three else RUN_ROW_WIDTH_REGS
-                        if runs_rows else 216)
+                four_runs = (k <= RUN_MAX_K and n > 128 and cfg.items == 1
+                             and RUN_FOUR_CONSUMER_TOKENS[0] <= bm <= RUN_FOUR_CONSUMER_TOKENS[1])
+                assert cfg.consumers == (4 if four or four_runs else 3 if three else 2), cfg
+                regs = (FOUR_CONSUMER_REGS if four else THREE_CONSUMER_REGS if three else RUN_FOUR_CONSUMER_REGS
+                        if four_runs else 216)
                 assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
+                assert not four_runs or (cfg.mt, cfg.block_n, cfg.pingpong, cfg.n_run) == (1, 256, False, RUN_TILES)
             # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
-            elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items; runs: one count
+            elif cfg.n_run and cfg.consumers == 4 and bm < 72:  # runs: one count, the two-tile items' rule
+                assert cfg.row_widths == (bm - 8,) and cfg.commit_per_step, cfg
+            elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items
                 assert cfg.row_widths == ((bm - 8,) if bm <= 40 or k <= RUN_MAX_K else (bm - 16, bm - 8)), cfg
                 assert not cfg.commit_per_step and cfg.consumers in (2, 3)
-                assert bool(cfg.n_run) == (k <= RUN_MAX_K)
-            elif cfg.mt == 2 and cfg.items == 1 and bm >= 72:  # with runs from 80 tokens one count (spills)
+                assert bool(cfg.n_run) == (k <= RUN_MAX_K)  # below 40 tokens runs keep two warpgroups
+            elif (cfg.mt == 2 or cfg.consumers == 4) and cfg.items == 1 and bm >= 72:  # runs: from 80 one count
                 assert cfg.row_widths == ((bm - 8,) if cfg.n_run and bm >= 80 else (bm - 16, bm - 8))
             else:
                 assert cfg.row_widths == (), cfg
@@ -441,7 +452,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert not choose_wgmma_config(7168, 2080, 56).whole_stages  # a short last stage
     for per_step in (prefill, b80, choose_wgmma_config(4096, 7168, 24, 16.0)):
         assert per_step.commit_per_step and not per_step.whole_stages
-    assert choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
+    assert not choose_wgmma_config(7168, 256, 56).whole_stages and choose_wgmma_config(7168, 256, 56).n_run
     # The one-fma form reads the nibble pairs at bit 4 in place except on the one-block items with row
     # widths whose K loop commits per K step (not runs), which shift every pair first
     # (docs/optimization.md, session 32).
@@ -455,8 +466,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert choose_wgmma_config(7168, 2048, 56).row_widths == (40, 48)  # per-K-group commits (session 37)
     assert choose_wgmma_config(512, 7168, 32).row_widths == (24,)
     assert choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()  # 24 tokens: no narrower wgmma is cheaper
-    runs56 = choose_wgmma_config(7168, 256, 56)  # runs of N tiles: one count (session 38)
-    assert (runs56.n_run, runs56.row_widths, runs56.consumer_regs) == (RUN_TILES, (48,), RUN_ROW_WIDTH_REGS)
+    runs56 = choose_wgmma_config(7168, 256, 56)  # runs of N tiles: one count (session 38), four warpgroups
+    assert (runs56.n_run, runs56.row_widths, runs56.consumer_regs) == (RUN_TILES, (48,), RUN_FOUR_CONSUMER_REGS)
+    assert (runs56.consumers, runs56.mt, runs56.pingpong, runs56.stages) == (4, 1, False, 5)
+    assert runs56.topk_sum_twin(7168) is None  # four warpgroups leave the sum no registers
+    assert silu_mul_twin(runs56, 7168) is None  # no warpgroup holds gate and up: two steps
     for bad in ((72, 64), (64,), (8, 8), (12,), (128,), (136,)):
         with pytest.raises(ChordInputError, match="row_widths"):
             WgmmaConfig(block_m=64, mt=2, items=2, stages=2, row_widths=bad)

@@ -46,7 +46,9 @@ TCASES = [
     # From 134 rows per expert gemm_topk_sum plans the down's seven-block items (widths 6 and 7,
     # 224 consumer registers): 150 rows, experts past 168 rows in two items.
     TCase(Case("ep8_down_wide_tok150_planned", 48, 7168, 2048, 48 * 150, 1, block_m=24), False),
-    TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), True),
+    # TP8's down at 48-token blocks: runs of N tiles on four consumer warpgroups since session 47,
+    # whose registers leave the sum none (two steps; the two-warpgroup runs' twin: runs_mapped_bm40).
+    TCase(Case("tp8_down_bm48", 384, 7168, 256, 2048, 8, block_m=48), False),
     # The down's 24- and 32-token one-block items on three consumer warpgroups (EP8 at 12 and 20 rows
     # per expert), in routing order too.
     TCase(Case("ep8_down_bm24_three_mapped", 48, 7168, 2048, 48 * 12 // 8 * 4, 8, block_m=24, routing="mapped"), True,

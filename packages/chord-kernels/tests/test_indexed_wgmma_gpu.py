@@ -358,7 +358,7 @@ def test_runs_bit_identical_to_items(block_m: int, tok_e: float) -> None:
     a = torch.randn(tokens * top_k, k, generator=gen, device="cuda").to(torch.bfloat16)
     tw = torch.rand(tokens * top_k, generator=gen, device="cuda")
     runs = choose_wgmma_config(n, k, block_m, tok_e)
-    assert runs.n_run and runs.pingpong
+    assert runs.n_run and runs.pingpong == (runs.consumers == 2)
     items = dataclasses.replace(runs, n_run=0, pingpong=False, stages=2)
     outs = []
     for cfg in (runs, items):
@@ -369,6 +369,45 @@ def test_runs_bit_identical_to_items(block_m: int, tok_e: float) -> None:
     torch.cuda.synchronize()
     assert not outs[0].isnan().any()
     assert torch.equal(outs[0], outs[1]), "runs changed the result"
+
+
+@pytest.mark.parametrize(("block_m", "tok_e"), [(40, 26.7), (56, 42.7), (96, 85.0), (104, 100.0)],
+                         ids=["bm40", "bm56", "bm96", "bm104"])
+def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> None:
+    """TP8's down in runs of N tiles on four consumer warpgroups of one tile each (planned at
+    40-104-token blocks since session 47) gives the very bits of two warpgroups of two tiles in turns
+    (the plan before): the same K loop and epilogue per 64-channel tile. Rows by slot and in routing
+    order (tensor copies), top-k weights, poisoned outputs, Poisson rows of one or two blocks per
+    expert; the slot-order result also against the reference."""
+    gen = torch.Generator(device="cuda").manual_seed(31 + block_m)
+    e, n, k, top_k = 384, 7168, 256, 8
+    tokens = int(tok_e * e / top_k)
+    slots = tokens * top_k
+    packed, scales = _weights(e, n, k, gen)
+    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_tp8")
+    ids = torch.rand(tokens, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
+    r = align_block_size(ids, block_m, e)
+    route = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    a = torch.randn(slots, k, generator=gen, device="cuda").to(torch.bfloat16)
+    tw = torch.rand(slots, generator=gen, device="cuda")
+    entries = r.sorted_token_ids[:routing_capacity(r.sorted_token_ids, r.expert_ids, block_m) * block_m].long()
+    ordered = a[entries.clamp(max=slots - 1)]  # padding entries: any row, never stored
+    four = choose_wgmma_config(n, k, block_m, tok_e)
+    assert (four.consumers, four.mt, four.block_n, four.pingpong) == (4, 1, 256, False) and four.n_run
+    two = dataclasses.replace(four, consumers=2, mt=2, pingpong=True, consumer_regs=208, stages=2)
+    outs = {}
+    for name, cfg in (("four", four), ("two", two)):
+        for in_order in (False, True):
+            out = torch.full((slots, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            gemm(ordered if in_order else a, pw, *route, block_m=block_m, top_k=1, topk_weights=tw, out=out,
+                 config=cfg, routing_order=in_order)
+            outs[name, in_order] = out
+    torch.cuda.synchronize()
+    assert not outs["four", False].isnan().any()
+    for key, out in outs.items():
+        assert torch.equal(out, outs["four", False]), f"{key} differs from four warpgroups by slot"
+    ref = reference.indexed_gemm(a, (packed, scales), *route, block_m=block_m, top_k=1, topk_weights=tw)
+    assert _rel_err(outs["four", False], ref) <= REL_TOL
 
 
 @pytest.mark.parametrize(("n", "k", "block_m", "silu"), [(7168, 2048, 56, False), (4096, 7168, 56, True),

@@ -138,10 +138,6 @@ THREE_CONSUMER_REGS = 128
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
 over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
-RUN_ROW_WIDTH_REGS = 208
-"""Consumer registers of the runs' 48- and 56-token items with row widths: at 216 their gather producer
-(72 registers) spills 24-32 bytes (ptxas); 208 measured level with 216 on TP8's down and layer
-(docs/optimization.md, session 38)."""
 RUN_TILES = 7
 """N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the same configurations
 without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with slot-order rows and
@@ -149,6 +145,21 @@ without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with s
 14 and 28 N tiles lost at 8192 tokens (too few runs per SM to balance: up to +20 %), two resident
 tiles with two weight stages lost to one tile with three, and 64-token epilogue passes changed
 nothing (docs/optimization.md, session 21)."""
+
+RUN_FOUR_CONSUMER_TOKENS = (40, 104)
+"""The one-block items (narrowest, widest block) whose runs of N tiles run four consumer warpgroups of
+one 64-channel tile each (the same 256-channel N tiles, :data:`RUN_FOUR_CONSUMER_REGS` registers,
+every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epilogue, as long as its
+K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
+TP8's down from rows in routing order, the same bits: 2-4 % faster at 40- and 48-token blocks (1280
+and 1536 tokens), 4-6 % at 56, 8-11 % at 72 and 80, 7-8 % at 104 (4096 tokens) and 8-10 % at 96 (8192)
+(docs/optimization.md, session 47). The 64 x 2 items keep two: on one tile each ptxas serializes their
+wgmmas at 96 registers (1-5 % slower) and their producer spills at 104. A fused SiLU-and-mul needs a
+warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
+model) it runs as a second step."""
+RUN_FOUR_CONSUMER_REGS = 96
+"""Registers per thread of those configurations: the launch's share of 640 threads, so the producer
+keeps its 96 (at 104 it spills 8-24 bytes at some blocks; ptxas, session 47)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
@@ -486,8 +497,9 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
     per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage
-    per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, its two
-    consumer warpgroups in turns.
+    per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, on four
+    consumer warpgroups of one tile at the one-block items of :data:`RUN_FOUR_CONSUMER_TOKENS`, else
+    on its two in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the 24-token blocks (:data:`FOUR_CONSUMER_MAX_TOKENS`) that
     are not wide items run four consumer warpgroups of two tiles each, in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks; below it, the one-block items of up to
@@ -549,9 +561,12 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
     row_widths = _row_widths(block_m, items, mt, k)
-    regs = RUN_ROW_WIDTH_REGS if n_run and row_widths and 48 <= block_m < 72 else 216
+    if n_run and items == 1 and mt == 2 and RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]:
+        stages = max_stages(block_m, 1, bk, consumers=4, n_run=n_run, consumer_regs=RUN_FOUR_CONSUMER_REGS)
+        return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
+                           consumer_regs=RUN_FOUR_CONSUMER_REGS, row_widths=row_widths, n_run=n_run)
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
-                       consumer_regs=regs, row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
+                       row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
 
 
 def _wide_items(n: int, k: int, block_m: int, items: int, widths: tuple[int, ...], consumer_regs: int,
