@@ -151,15 +151,15 @@ RUN_FOUR_CONSUMER_TOKENS = (40, 104)
 one 64-channel tile each (the same 256-channel N tiles, :data:`RUN_FOUR_CONSUMER_REGS` registers,
 every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epilogue, as long as its
 K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
-TP8's down from rows in routing order, the same bits: 2-4 % faster at 40- and 48-token blocks (1280
-and 1536 tokens), 4-6 % at 56, 8-11 % at 72 and 80, 7-8 % at 104 (4096 tokens) and 8-10 % at 96 (8192)
-(docs/optimization.md, session 47). The 64 x 2 items keep two: on one tile each ptxas serializes their
-wgmmas at 96 registers (1-5 % slower) and their producer spills at 104. A fused SiLU-and-mul needs a
+TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
+tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47). The
+64 x 2 items keep two: on one tile each ptxas serializes their wgmmas at 96 registers (1-5 % slower) and
+spills 4 bytes at 104. A fused SiLU-and-mul needs a
 warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
 model) it runs as a second step."""
 RUN_FOUR_CONSUMER_REGS = 96
 """Registers per thread of those configurations: the launch's share of 640 threads, so the producer
-keeps its 96 (at 104 it spills 8-24 bytes at some blocks; ptxas, session 47)."""
+keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
