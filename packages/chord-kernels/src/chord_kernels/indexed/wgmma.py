@@ -137,7 +137,8 @@ THREE_CONSUMER_REGS = 128
 
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
-over a resident activation tile with ping-pong consumers (:data:`RUN_TILES`)."""
+over a resident activation tile (:data:`RUN_TILES`), on two consumer warpgroups in turns or four at once
+(:data:`RUN_FOUR_CONSUMER_TOKENS`)."""
 RUN_TILES = 7
 """N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the same configurations
 without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with slot-order rows and
@@ -154,9 +155,9 @@ K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleav
 TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
 tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47). The
 64 x 2 items keep two: on one tile each ptxas serializes their wgmmas at 96 registers (1-5 % slower) and
-spills 4 bytes at 104. A fused SiLU-and-mul needs a
-warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
-model) it runs as a second step."""
+spills 4 bytes at 104. A fused SiLU-and-mul needs a warpgroup's gate and up tiles: on these runs (K <=
+:data:`RUN_MAX_K`, a down projection in every MoE model) it runs as a second step, and the epilogue top-k
+sum has no twin (:meth:`WgmmaConfig.topk_sum_twin`)."""
 RUN_FOUR_CONSUMER_REGS = 96
 """Registers per thread of those configurations: the launch's share of 640 threads, so the producer
 keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
@@ -562,6 +563,7 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
     row_widths = _row_widths(block_m, items, mt, k)
     if n_run and items == 1 and mt == 2 and RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]:
+        # The same N tile on four warpgroups of one tile, with the two-tile items' row widths.
         stages = max_stages(block_m, 1, bk, consumers=4, n_run=n_run, consumer_regs=RUN_FOUR_CONSUMER_REGS)
         return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
                            consumer_regs=RUN_FOUR_CONSUMER_REGS, row_widths=row_widths, n_run=n_run)
