@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from chord_kernels.errors import ChordCompileError, NvccNotFoundError
 from chord_kernels.indexed import DecodeConfig, WgmmaConfig, default_configs
-from chord_kernels.jit import SUPPORTED_ARCHS, CudaKernel, find_nvcc
+from chord_kernels.jit import SUPPORTED_ARCHS, CudaKernel, compile_all, find_nvcc
 
 try:
     find_nvcc()
@@ -37,9 +35,7 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
                 if isinstance(c, WgmmaConfig) and c.block_m in (16, 24, 32, 64, 80) and not c.topk_sum]
     kernels = [CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
                           flags=("-Xptxas", "-v")) for cfg in configs]
-    # One nvcc per core: the WGMMA configurations with several K loops take ptxas tens of seconds each.
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        cubins = list(pool.map(lambda kernel: kernel.compile(arch), kernels))
+    cubins = compile_all(kernels, arch)  # several nvcc at a time: ptxas takes tens of seconds on some
     for cfg, cubin in zip(configs, cubins, strict=True):
         assert cubin.read_bytes()[:4] == b"\x7fELF"
         log = json.loads(cubin.with_suffix(".json").read_text())["log"]

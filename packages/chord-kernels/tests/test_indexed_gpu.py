@@ -250,6 +250,41 @@ def test_moe_experts_in_routing_order_is_the_slot_order_layer(case: tuple) -> No
              out_position=True)
 
 
+def test_the_layer_launches_only_what_prepare_layer_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every kernel fused_moe launches, decode to prefill, by slot and in routing order, is one
+    prepare_layer loads (indexed.api.layer_kernels, and the routing's): after it nothing compiles or
+    loads at a first batch of a new size or inside a CUDA-graph capture."""
+    from chord_kernels import hardware
+    from chord_kernels.indexed import api
+    from chord_kernels.jit import CudaKernel
+    from chord_kernels.ops import align
+
+    launched: list[CudaKernel] = []
+    launch = CudaKernel.launch
+
+    def record(self: CudaKernel, *args, **kwargs) -> None:
+        launched.append(self)
+        launch(self, *args, **kwargs)
+
+    monkeypatch.setattr(CudaKernel, "launch", record)
+    orders = set()
+    for name, e_local, e_global, hidden_size, inter, m, top_k in (("decode", 8, 8, 1024, 256, 3, 2), *ROUTING_ORDER):
+        gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) + 1)
+        w13, w2, p13, p2, hidden, ids, weights = _moe_case(gen, e_local, e_global, hidden_size, inter, m, top_k)
+        expert_map = None
+        if e_global != e_local:  # every other global expert local
+            expert_map = torch.full((e_global,), -1, dtype=torch.int32, device="cuda")
+            expert_map[::2] = torch.arange(e_local, dtype=torch.int32, device="cuda")
+        launched.clear()
+        out = fused_moe(hidden, p13, p2, weights, ids, global_num_experts=e_global, expert_map=expert_map)
+        allowed = {*api.layer_kernels(p13, p2, hardware.arch(hidden.device.index)), *align.kernels()}
+        assert launched and not [k.name for k in launched if k not in allowed], name
+        orders.add(any(k.name == "indexed_wgmma" for k in launched))
+        want = reference.moe_layer(hidden, w13, w2, weights, ids, global_num_experts=e_global, expert_map=expert_map)
+        assert _rel_err(out, want) <= REL_TOL, name
+    assert orders == {False, True}, "expected decode-kernel and WGMMA layers"
+
+
 def test_cuda_graph_capture_and_replay() -> None:
     gen = torch.Generator(device="cuda").manual_seed(21)
     # K = 1024, N = 256: the default decode config (balanced schedule), whose split items pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -10,6 +11,7 @@ import torch
 import chord_kernels
 from chord_kernels import ChordInputError, grouped, hardware, indexed
 from chord_kernels.formats import random_quantized
+from chord_kernels.indexed import api
 from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
@@ -23,6 +25,8 @@ from chord_kernels.indexed.workspace import (
 )
 from chord_kernels.jit import ArgStruct, Field
 from chord_kernels.jit.args import TMA_DESCRIPTOR
+from chord_kernels.ops.activation import silu_and_mul_kernel
+from chord_kernels.ops.topk import local_topk_sum_kernel
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
 SMS = 132
@@ -187,6 +191,40 @@ def test_default_configs_cover_every_kimi_plan() -> None:
                 assert cfg in configs
                 if (n, k) in ((4096, 7168), (512, 7168)) and isinstance(cfg, indexed.WgmmaConfig):
                     assert dataclasses.replace(cfg, silu_mul=True) in configs  # fused_moe's gate_up
+
+
+KIMI_LAYERS = {"h200_ep8": (48, 384, 7168, 2048), "h200_tp8": (384, 384, 7168, 256)}
+"""Kimi K2's MoE per rank: local experts, global experts, H, I (the EP8 and TP8 profiles)."""
+
+
+@pytest.mark.parametrize("small_scales", [False, True])
+@pytest.mark.parametrize("profile", sorted(KIMI_LAYERS))
+def test_prepare_layer_loads_every_kernel_the_layer_launches(profile: str, small_scales: bool) -> None:
+    """Whatever the batch, fused_moe / moe_experts launch only kernels prepare_layer loads, so that
+    nothing compiles or loads at a first batch of a new size or during CUDA-graph capture: the down
+    from rows in routing order (its tensor-copy twins) and the top-k sum included, which chord-vllm's
+    prepare missed before session 50."""
+    local, total, h, inter = KIMI_LAYERS[profile]
+    w13, w2 = (dataclasses.replace(_weight(n, k, local), profile=profile, small_scales=small_scales)
+               for n, k in ((2 * inter, h), (h, inter)))
+    prepared = api.layer_kernels(w13, w2, "sm_90a")
+    assert local_topk_sum_kernel() in prepared and silu_and_mul_kernel() in prepared
+    orders = set()
+    for tokens in sorted({*range(1, 40), *(round(1.13 ** i) for i in range(30, 84))}):  # 1 to ~28000
+        slots = tokens * 8
+        local_slots = math.ceil(slots * local / total)
+        block_m = indexed.layer_block_m(w13, w2, local_slots)
+        tok_e = slots / total
+        for capacity in {1, local_slots // block_m + 1, local_slots // block_m + local}:  # how the routing spreads
+            in_order = api.both_on_wgmma(w13, w2, block_m, capacity, SMS, "sm_90a", tok_e)
+            gate_up = api.launch_plan(w13, block_m, capacity, SMS, "sm_90a", tok_e=tok_e, activation="silu")
+            down = api.launch_plan(w2, block_m, capacity, SMS, "sm_90a", tok_e=tok_e, block_rows=in_order)
+            for launched in (gate_up.config, down.config):
+                assert launched.kernel() in prepared, (tokens, capacity, launched)
+                assert launched.subnormal == small_scales
+            assert down.config.tma_rows == in_order if isinstance(down.config, indexed.WgmmaConfig) else not in_order
+            orders.add(in_order)
+    assert orders == {False, True}  # both orders planned: decode and prefill batches
 
 
 def test_workspace_layout_and_views() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from chord_kernels import (
     NvccNotFoundError,
 )
 from chord_kernels.__main__ import main as cli_main
-from chord_kernels.jit import CudaKernel, i32, nvcc
+from chord_kernels.jit import CudaKernel, compile_all, i32, nvcc
 from chord_kernels.jit.nvcc import arch_flags, arch_of_capability
 
 try:
@@ -74,6 +75,38 @@ def test_compile_error_surfaces_the_nvcc_log() -> None:
     broken = CudaKernel(name="broken", source="extern \"C\" __global__ void k() { this is not c++; }", entry="k")
     with pytest.raises(ChordCompileError, match=r"nvcc failed to compile kernel 'broken'[\s\S]*error"):
         broken.compile("sm_90a")
+
+
+@needs_nvcc
+def test_compile_all_runs_nvcc_side_by_side_and_keeps_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    kernels = [CudaKernel(name=f"add_one_{i}", source=ADD_ONE + f"\n// {i}\n", entry="add_one") for i in range(4)]
+    running, most = 0, 0
+    lock = threading.Lock()
+    run = subprocess.run
+
+    def counted(*args, **kwargs):
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.3)  # long enough for the pool's other threads to start theirs
+        try:
+            return run(*args, **kwargs)
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(subprocess, "run", counted)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    cubins = compile_all(kernels, "sm_90a")
+    assert cubins == [k.compile("sm_90a") for k in kernels] and len(set(cubins)) == 4
+    assert most == 2  # at most one nvcc per CPU, and more than one
+    broken = CudaKernel(name="broken", source="extern \"C\" __global__ void k() { not c++; }", entry="k")
+    with pytest.raises(ChordCompileError, match="nvcc failed to compile kernel 'broken'"):
+        compile_all([kernels[0], broken], "sm_90a")
 
 
 @needs_nvcc

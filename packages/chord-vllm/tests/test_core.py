@@ -254,6 +254,40 @@ def test_kernels_match_reference_on_kimi_shapes(kimi, m: int) -> None:
 
 
 @pytest.mark.gpu
+def test_prepare_leaves_nothing_to_compile_or_load(kimi, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After prepare() (the fixture's) moe_standard, decode to prefill, launches only kernels
+    indexed.prepare_layer loads (the down from rows in routing order and the top-k sum included) and
+    loads none: vLLM's first batch of a new size, or its graph capture, waits for no nvcc."""
+    from chord_kernels import hardware
+    from chord_kernels.indexed import api
+    from chord_kernels.jit import CudaKernel, driver
+    from chord_kernels.ops import align
+
+    w13, w2, p13, p2, expert_map, total, top_k = kimi
+    launched: list[CudaKernel] = []
+    launch = CudaKernel.launch
+
+    def record(self: CudaKernel, *args, **kwargs) -> None:
+        launched.append(self)
+        launch(self, *args, **kwargs)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a kernel was loaded after prepare()")
+
+    monkeypatch.setattr(CudaKernel, "launch", record)
+    monkeypatch.setattr(driver, "load_function", refuse)
+    allowed = {*api.layer_kernels(p13, p2, hardware.arch(torch.cuda.current_device())), *align.kernels()}
+    for m in (1, 200, 2048, 6000):  # 8- and 16-token blocks (decode kernel), 56-token items, the wide items
+        ids, weights = _routing(m, total, top_k, seed=m + 5, device="cuda")
+        x = _x(m, p13.k, m + 5, device="cuda")
+        launched.clear()
+        got = core.moe_standard(x, p13, p2, weights, ids, global_num_experts=total, expert_map=expert_map)
+        assert launched and not [k.name for k in launched if k not in allowed], m
+        want = reference.moe_layer(x, w13, w2, weights, ids, global_num_experts=total, expert_map=expert_map)
+        assert _rel_err(got, want) < REL_TOL, m
+
+
+@pytest.mark.gpu
 def test_routing_order_layer_is_the_slot_order_layer(kimi) -> None:
     """At 43 rows per expert (WGMMA blocks) gate_up writes the activation in routing order when
     workspace2 has room for it (workspace_shapes with routing_rows_bound): bit for bit the layer a

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from chord_kernels.errors import ChordInputError
+from chord_kernels.jit.kernel import compile_all
 from chord_kernels.jit.nvcc import DEFAULT_ARCH
 
 
@@ -52,11 +53,5 @@ def precompile(archs: Sequence[str] = (DEFAULT_ARCH,), families: Sequence[str] |
     unknown = sorted(set(families or ()) - set(known))
     if unknown:
         raise ChordInputError(f"families: unknown {unknown}; registered: {sorted(known)}")
-    paths = []
-    for family in FAMILIES:
-        if families and family.name not in families:
-            continue
-        hook = importlib.import_module(family.kernels).kernels
-        for arch in archs:
-            paths.extend(kernel.compile(arch) for kernel in hook(arch))
-    return paths
+    hooks = [importlib.import_module(f.kernels).kernels for f in FAMILIES if not families or f.name in families]
+    return [path for arch in archs for path in compile_all([k for hook in hooks for k in hook(arch)], arch)]

@@ -17,6 +17,7 @@ from chord_kernels.indexed.api import (
     gemm_topk_sum,
     moe_experts,
     prepare,
+    prepare_layer,
     routing_order_rows,
 )
 from chord_kernels.indexed.decode import DecodeConfig, decode_kernel
@@ -67,6 +68,7 @@ __all__ = [
     "new_workspace",
     "plan",
     "prepare",
+    "prepare_layer",
     "routing_capacity",
     "routing_order_rows",
 ]

@@ -20,7 +20,7 @@ from chord_kernels import hardware
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError, ChordLayoutError, ChordPerformanceWarning
 from chord_kernels.indexed.args import ARGS
-from chord_kernels.indexed.heuristics import BLOCK_MS, WIDE_BLOCK, layer_block_m
+from chord_kernels.indexed.heuristics import BLOCK_MS, WIDE_BLOCK, block_ms_for, layer_block_m
 from chord_kernels.indexed.layout import (
     ATOM_K,
     ATOM_N,
@@ -44,10 +44,13 @@ from chord_kernels.indexed.planner import (
 )
 from chord_kernels.indexed.wgmma import WgmmaConfig
 from chord_kernels.indexed.workspace import check_workspace, default_workspace, graph_workspace
+from chord_kernels.jit import CudaKernel, compile_all
 from chord_kernels.jit.tma import rows_descriptor
 from chord_kernels.ops import local_topk_sum, silu_and_mul
 from chord_kernels.ops import topk_sum as topk_sum_op
 from chord_kernels.ops.activation import silu_and_mul_kernel
+from chord_kernels.ops.align import kernels as align_kernels
+from chord_kernels.ops.align import prepare as prepare_align
 from chord_kernels.ops.topk import local_topk_sum_kernel
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import align_block_size
@@ -468,32 +471,16 @@ def run_gemm(
             topk_sum.out.zero_()
         return out.zero_()
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
-    if config is None:  # the expected rows per expert may pick another config
-        if tok_e is None and isinstance(route, MaskedRows) and block_m == WIDE_BLOCK:
+    if config is None and tok_e is None:
+        if isinstance(route, MaskedRows) and block_m == WIDE_BLOCK:
             raise ChordInputError("expected_m: 24-token blocks of a masked layout are items of one or two blocks "
                                   "up to 120 rows per group and up to seven beyond; pass the mean rows per group")
-        if tok_e is None:  # every slot on the weight's experts: exact without expert parallelism, else more
-            tok_e = num_slots / weight.num_experts
-        config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
-    launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
-    if isinstance(launch.config, WgmmaConfig) and launch.config.n_run and weight.k > launch.config.bk:
-        raise ChordInputError(f"config: {launch.config} runs N tiles over one K stage; expected K <= "
-                              f"{launch.config.bk}, got K={weight.k}")
-    if isinstance(launch.config, WgmmaConfig) and launch.config.whole_stages and weight.k % launch.config.bk:
-        raise ChordInputError(f"config: {launch.config} has whole K stages; expected K a multiple of "
-                              f"{launch.config.bk}, got K={weight.k}")
+        tok_e = num_slots / weight.num_experts  # every slot on the weight's experts: exact without EP, else more
+    launch = launch_plan(weight, block_m, capacity, num_sms, arch, config=config, tok_e=tok_e,
+                         activation=activation, block_rows=block_rows)
     target = out  # what the kernel writes
-    if activation:
-        fused = silu_mul_twin(launch.config, weight.n)
-        if fused is not None:
-            launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, fused)
-        else:  # the decode kernel's other tiles, or gate/up halves not in whole tiles: two steps
-            target = torch.empty(out_rows, weight.n, dtype=torch.bfloat16, device=device)
-    if block_rows:
-        twin = _tma_rows_twin(launch.config)
-        if twin is not launch.config:
-            launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
-    launch = plan_for_weight(launch, weight)
+    if activation and not launch.config.silu_mul:  # the decode kernel's other tiles, or gate/up halves
+        target = torch.empty(out_rows, weight.n, dtype=torch.bfloat16, device=device)  # not in whole tiles
     if (isinstance(route, ContiguousRows) and isinstance(launch.config, WgmmaConfig)
             and not launch.config.reads_contiguous_rows):  # compiled without it: the routing as tensors
         routing_args, _ = _routing_args(contiguous_routing(route.m_indices, block_m), block_m, weight.num_experts,
@@ -520,6 +507,29 @@ def run_gemm(
     return out if target is out else silu_and_mul(target, out=out)
 
 
+def launch_plan(weight: PackedWeight, block_m: int, capacity: int, num_sms: int, arch: str, *,
+                config: KernelConfig | None = None, tok_e: float | None = None, activation: str | None = None,
+                block_rows: bool = False) -> LaunchPlan:
+    """What :func:`run_gemm` launches for ``weight`` on ``capacity`` routing blocks (host arithmetic
+    only): ``config``, else the planner's for ``tok_e`` expected rows per expert, then its fused
+    SiLU-and-mul twin with ``activation`` (where it has one: else the activation is a second
+    launch), its tensor-copy twin with ``block_rows``, and its one-fma form for small scales."""
+    if config is None and tok_e is not None:  # the expected rows per expert may pick another config
+        config = config_for_rows(weight.n, weight.k, block_m, arch, tok_e)
+    launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, config)
+    if isinstance(launch.config, WgmmaConfig) and launch.config.n_run and weight.k > launch.config.bk:
+        raise ChordInputError(f"config: {launch.config} runs N tiles over one K stage; expected K <= "
+                              f"{launch.config.bk}, got K={weight.k}")
+    if isinstance(launch.config, WgmmaConfig) and launch.config.whole_stages and weight.k % launch.config.bk:
+        raise ChordInputError(f"config: {launch.config} has whole K stages; expected K a multiple of "
+                              f"{launch.config.bk}, got K={weight.k}")
+    fused = silu_mul_twin(launch.config, weight.n) if activation else None
+    twin = _tma_rows_twin(launch.config if fused is None else fused) if block_rows else fused
+    if twin is not None and twin != launch.config:
+        launch = cached_plan(weight.n, weight.k, block_m, capacity, num_sms, arch, twin)
+    return plan_for_weight(launch, weight)
+
+
 @functools.lru_cache(maxsize=256)
 def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
     """The configuration loading whole routing blocks with tensor copies where ``config`` is a
@@ -532,30 +542,77 @@ def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
 def prepare(weight: PackedWeight, block_m: int, device: torch.device | str | int | None = None, *,
             activation: str | None = None, topk_sum: bool = False, block_rows: bool = False,
             config: KernelConfig | None = None) -> None:
-    """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m`` (with
-    ``activation``, those that fuse it; with ``topk_sum``, the sum of :func:`gemm_topk_sum`; with
-    ``block_rows``, those of the grouped modes' routing, see :func:`run_gemm`; with ``config``,
-    that configuration's instead of every planned one), and allocate the default workspace of
-    ``device``'s current stream. Call it before CUDA-graph capture, on the stream that will capture
-    (or pass ``workspace=`` to ``gemm``)."""
+    """Compile and load every kernel ``gemm`` may launch for ``weight`` at ``block_m``
+    (:func:`prepared_kernels`), and allocate the default workspace of ``device``'s current stream.
+    Call it before CUDA-graph capture, on the stream that will capture (or pass ``workspace=`` to
+    ``gemm``). For a whole layer, :func:`prepare_layer`."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
-    check_block_m(block_m, arch)
     check_activation(activation, weight, None, config)
+    kernels = prepared_kernels(weight, block_m, arch, activation=activation, topk_sum=topk_sum, block_rows=block_rows,
+                               config=config)
+    compile_all(kernels, arch)  # several nvcc at a time, then each loaded
+    for kernel, smem in kernels.items():
+        kernel.prepare(dev, smem=smem)
+    reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
+    default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
+
+
+def prepared_kernels(weight: PackedWeight, block_m: int, arch: str, *, activation: str | None = None,
+                     topk_sum: bool = False, block_rows: bool = False,
+                     config: KernelConfig | None = None) -> dict[CudaKernel, int]:
+    """The kernels :func:`prepare` loads, each with the dynamic shared memory it allows (host
+    arithmetic only): every configuration the planner may pick for ``weight`` at ``block_m`` (or
+    ``config``), with ``activation`` also those that fuse it and the SiLU-and-mul of a second step,
+    with ``topk_sum`` the sum of :func:`gemm_topk_sum`, with ``block_rows`` the tensor-copy twins
+    (routing blocks as consecutive rows: the grouped modes, or the rows of an ``out_position``
+    output), each in the one-fma form where the weight's scales allow it."""
+    check_block_m(block_m, arch)
     if config is not None and config.block_m != block_m:
         raise ChordInputError(f"config: its block_m {config.block_m} differs from block_m={block_m}")
+    found: dict[CudaKernel, int] = {}
     for planned in (config,) if config is not None else configs_for(weight.n, weight.k, block_m, arch):
         cfg = _tma_rows_twin(planned) if block_rows else planned
         fused = silu_mul_twin(cfg, weight.n) if activation else None
         for launched in (weight_config(c, weight) for c in ((cfg,) if fused is None else (cfg, fused))):
-            launched.kernel().prepare(dev, smem=launched.per_cta_budget())  # every plan's smem fits the budget
+            found[launched.kernel()] = launched.per_cta_budget()  # every plan's smem fits the budget
     if activation:
-        silu_and_mul_kernel().prepare(dev)  # where the decode kernel runs, SiLU-and-mul is a second launch
+        found[silu_and_mul_kernel()] = 0  # where the decode kernel runs, SiLU-and-mul is a second launch
     if topk_sum:
-        local_topk_sum_kernel().prepare(dev)
-    reserve = shape_workspace_bytes(weight.n, weight.k, BLOCK_MS, num_sms, arch)
+        found[local_topk_sum_kernel()] = 0
+    return found
+
+
+def layer_kernels(w13: PackedWeight, w2: PackedWeight, arch: str) -> dict[CudaKernel, int]:
+    """The GEMM and activation kernels :func:`fused_moe` and :func:`moe_experts` may launch for these
+    weights (as :func:`prepared_kernels`): at every block size :func:`layer_block_m` may pick, gate_up
+    with SiLU-and-mul (its output by slot or in routing order: the same kernels) and the down with
+    the top-k sum, from rows by slot or, where both GEMMs run on the WGMMA kernel, in routing order."""
+    found: dict[CudaKernel, int] = {}
+    for block_m in block_ms_for(w13):
+        found |= prepared_kernels(w13, block_m, arch, activation="silu")
+        for block_rows in (False, True):
+            found |= prepared_kernels(w2, block_m, arch, topk_sum=True, block_rows=block_rows)
+    return found
+
+
+def prepare_layer(w13: PackedWeight, w2: PackedWeight, device: torch.device | str | int | None = None) -> None:
+    """Compile and load every kernel :func:`fused_moe` and :func:`moe_experts` may launch for these
+    weights, whatever the batch (:func:`layer_kernels`, and the routing's), and allocate the default
+    workspace of ``device``'s current stream: call it once before CUDA-graph capture (or before
+    serving, so that no first batch of a new size waits for a compile)."""
+    dev = hardware.cuda_device(device)
+    if torch.cuda.is_current_stream_capturing():
+        raise ChordInputError("prepare_layer() loads kernels and allocates memory: call it before CUDA-graph capture")
+    num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
+    kernels = layer_kernels(w13, w2, arch)
+    compile_all([*kernels, *align_kernels(arch)], arch)  # one pool of nvcc processes for all of them
+    for kernel, smem in kernels.items():
+        kernel.prepare(dev, smem=smem)
+    prepare_align(dev)
+    reserve = max(shape_workspace_bytes(w.n, w.k, BLOCK_MS, num_sms, arch) for w in (w13, w2))
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 
 
@@ -621,10 +678,15 @@ def routing_order_rows(w13: PackedWeight, w2: PackedWeight, routing: Routing, bl
     if capacity == 0 or device.type != "cuda":
         return 0
     num_sms, arch = hardware.num_sms(device.index), hardware.arch(device.index)
-    configs = [None if tok_e is None else config_for_rows(w.n, w.k, block_m, arch, tok_e) for w in (w13, w2)]
-    wgmma = all(isinstance(cached_plan(w.n, w.k, block_m, capacity, num_sms, arch, c).config, WgmmaConfig)
-                for w, c in zip((w13, w2), configs, strict=True))
-    return capacity * block_m if wgmma else 0
+    return capacity * block_m if both_on_wgmma(w13, w2, block_m, capacity, num_sms, arch, tok_e) else 0
+
+
+def both_on_wgmma(w13: PackedWeight, w2: PackedWeight, block_m: int, capacity: int, num_sms: int, arch: str,
+                  tok_e: float | None = None) -> bool:
+    """Whether both GEMMs of a layer on ``capacity`` routing blocks run on the WGMMA kernel (host
+    arithmetic only): then :func:`moe_experts` keeps its activation in routing order."""
+    return all(isinstance(launch_plan(w, block_m, capacity, num_sms, arch, tok_e=tok_e).config, WgmmaConfig)
+               for w in (w13, w2))
 
 
 def moe_experts(

@@ -6,7 +6,7 @@ use it are listed in :mod:`chord_kernels.families`, which also owns ``precompile
 """
 
 from chord_kernels.jit.args import ArgStruct, Field
-from chord_kernels.jit.kernel import CudaKernel, KernelArg, f32, i32, i64, u32
+from chord_kernels.jit.kernel import CudaKernel, KernelArg, compile_all, f32, i32, i64, u32
 from chord_kernels.jit.nvcc import DEFAULT_ARCH, SUPPORTED_ARCHS, find_nvcc
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "CudaKernel",
     "Field",
     "KernelArg",
+    "compile_all",
     "f32",
     "find_nvcc",
     "i32",

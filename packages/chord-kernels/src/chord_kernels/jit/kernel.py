@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -182,3 +184,17 @@ def _as_device(device: torch.device | str | int | None) -> torch.device:
     if dev.type != "cuda":
         raise ChordInputError(f"device: expected a CUDA device, got {dev}")
     return dev
+
+
+COMPILE_WORKERS = 8
+"""The most nvcc processes :func:`compile_all` runs at once (fewer on fewer CPUs): ptxas takes one
+core for tens of seconds on a WGMMA kernel, and eight ranks of one host may compile together."""
+
+
+def compile_all(kernels: Iterable[CudaKernel], arch: str | None = None) -> list[Path]:
+    """Compile (or find in the cache) every kernel for ``arch`` (a kernel's own ``arch`` first, as
+    at launch), several nvcc at a time; returns their cubins in order. Needs nvcc, not a GPU."""
+    kernels = list(kernels)
+    workers = max(1, min(COMPILE_WORKERS, os.cpu_count() or 1, len(kernels)))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda kernel: kernel.compile(kernel.arch or arch), kernels))
