@@ -197,6 +197,12 @@ KIMI_LAYERS = {"h200_ep8": (48, 384, 7168, 2048), "h200_tp8": (384, 384, 7168, 2
 """Kimi K2's MoE per rank: local experts, global experts, H, I (the EP8 and TP8 profiles)."""
 
 
+def _kimi_layer(profile: str, small_scales: bool) -> tuple[chord_kernels.PackedWeight, chord_kernels.PackedWeight]:
+    local, _, h, inter = KIMI_LAYERS[profile]
+    return tuple(dataclasses.replace(_weight(n, k, local), profile=profile, small_scales=small_scales)
+                 for n, k in ((2 * inter, h), (h, inter)))
+
+
 @pytest.mark.parametrize("small_scales", [False, True])
 @pytest.mark.parametrize("profile", sorted(KIMI_LAYERS))
 def test_prepare_layer_loads_every_kernel_the_layer_launches(profile: str, small_scales: bool) -> None:
@@ -204,9 +210,8 @@ def test_prepare_layer_loads_every_kernel_the_layer_launches(profile: str, small
     nothing compiles or loads at a first batch of a new size or during CUDA-graph capture: the down
     from rows in routing order (its tensor-copy twins) and the top-k sum included, which chord-vllm's
     prepare missed before session 50."""
-    local, total, h, inter = KIMI_LAYERS[profile]
-    w13, w2 = (dataclasses.replace(_weight(n, k, local), profile=profile, small_scales=small_scales)
-               for n, k in ((2 * inter, h), (h, inter)))
+    local, total, _, _ = KIMI_LAYERS[profile]
+    w13, w2 = _kimi_layer(profile, small_scales)
     prepared = api.layer_kernels(w13, w2, "sm_90a")
     assert local_topk_sum_kernel() in prepared and silu_and_mul_kernel() in prepared
     orders = set()
@@ -225,6 +230,26 @@ def test_prepare_layer_loads_every_kernel_the_layer_launches(profile: str, small
             assert down.config.tma_rows == in_order if isinstance(down.config, indexed.WgmmaConfig) else not in_order
             orders.add(in_order)
     assert orders == {False, True}  # both orders planned: decode and prefill batches
+
+
+@pytest.mark.parametrize("small_scales", [False, True])
+@pytest.mark.parametrize("profile", sorted(KIMI_LAYERS))
+def test_prepare_layer_masked_loads_every_kernel_of_the_batched_layer(profile: str, small_scales: bool) -> None:
+    """The same for a layer over DeepEP low-latency buffers (both GEMMs through gemm_masked, as
+    chord-vllm's batched experts run them): prepare_layer(masked=True) loads what any expected rows
+    per expert and buffer depth launch, and nothing of the routing or the top-k sum."""
+    w13, w2 = _kimi_layer(profile, small_scales)
+    prepared = api.layer_kernels(w13, w2, "sm_90a", masked=True)
+    assert local_topk_sum_kernel() not in prepared and silu_and_mul_kernel() in prepared
+    for max_m in (16, 128, 256, 2048):
+        for expected_m in (1, 2, 3, 5, 8, 12, 16, 24, 32, 43, 64, 86, 100, 128, 150, 192, 256, 512):
+            rows = max(1, min(expected_m, max_m))
+            block_m = indexed.layer_block_m(w13, w2, rows * w13.num_experts)
+            capacity = w13.num_experts * math.ceil(max_m / block_m)
+            for launch in (api.launch_plan(w13, block_m, capacity, SMS, "sm_90a", tok_e=rows, activation="silu",
+                                           block_rows=True),
+                           api.launch_plan(w2, block_m, capacity, SMS, "sm_90a", tok_e=rows, block_rows=True)):
+                assert launch.config.kernel() in prepared, (max_m, expected_m, launch.config)
 
 
 def test_workspace_layout_and_views() -> None:

@@ -298,9 +298,4 @@ def prepare(w13: PackedWeight, w2: PackedWeight, device: torch.device, *, batche
     """Compile and load every kernel :func:`moe_standard` (or, ``batched``, :func:`moe_batched`,
     whose WGMMA kernels load each routing block's rows with tensor copies) may launch for these
     weights and allocate Chord's per-device scratch, outside any CUDA-graph capture."""
-    if not batched:  # the routing, both GEMMs, the activation by slot or in routing order, the top-k sum
-        indexed.prepare_layer(w13, w2, device)
-        return
-    for block_m in indexed.block_ms_for(w13):  # every block size block_m_for may pick
-        indexed.prepare(w13, block_m, device, activation="silu", block_rows=True)
-        indexed.prepare(w2, block_m, device, block_rows=True)
+    indexed.prepare_layer(w13, w2, device, masked=batched)

@@ -585,33 +585,37 @@ def prepared_kernels(weight: PackedWeight, block_m: int, arch: str, *, activatio
     return found
 
 
-def layer_kernels(w13: PackedWeight, w2: PackedWeight, arch: str) -> dict[CudaKernel, int]:
-    """The GEMM and activation kernels :func:`fused_moe` and :func:`moe_experts` may launch for these
-    weights (as :func:`prepared_kernels`): at every block size :func:`layer_block_m` may pick, gate_up
-    with SiLU-and-mul (its output by slot or in routing order: the same kernels) and the down with
-    the top-k sum, from rows by slot or, where both GEMMs run on the WGMMA kernel, in routing order."""
+def layer_kernels(w13: PackedWeight, w2: PackedWeight, arch: str, *, masked: bool = False) -> dict[CudaKernel, int]:
+    """The GEMM and activation kernels a layer on these weights may launch (as :func:`prepared_kernels`)
+    at every block size :func:`layer_block_m` may pick: :func:`fused_moe` and :func:`moe_experts`'s —
+    gate_up with SiLU-and-mul (its output by slot or in routing order: the same kernels) and the down
+    with the top-k sum, from rows by slot or, where both GEMMs run on the WGMMA kernel, in routing
+    order; ``masked``, those of both GEMMs through :func:`gemm_masked` instead (DeepEP low-latency
+    buffers: tensor copies, no top-k sum)."""
     found: dict[CudaKernel, int] = {}
     for block_m in block_ms_for(w13):
-        found |= prepared_kernels(w13, block_m, arch, activation="silu")
-        for block_rows in (False, True):
-            found |= prepared_kernels(w2, block_m, arch, topk_sum=True, block_rows=block_rows)
+        found |= prepared_kernels(w13, block_m, arch, activation="silu", block_rows=masked)
+        for block_rows in (True,) if masked else (False, True):
+            found |= prepared_kernels(w2, block_m, arch, topk_sum=not masked, block_rows=block_rows)
     return found
 
 
-def prepare_layer(w13: PackedWeight, w2: PackedWeight, device: torch.device | str | int | None = None) -> None:
-    """Compile and load every kernel :func:`fused_moe` and :func:`moe_experts` may launch for these
-    weights, whatever the batch (:func:`layer_kernels`, and the routing's), and allocate the default
+def prepare_layer(w13: PackedWeight, w2: PackedWeight, device: torch.device | str | int | None = None, *,
+                  masked: bool = False) -> None:
+    """Compile and load every kernel a layer on these weights may launch, whatever the batch
+    (:func:`layer_kernels`, and the routing's where it is not ``masked``), and allocate the default
     workspace of ``device``'s current stream: call it once before CUDA-graph capture (or before
     serving, so that no first batch of a new size waits for a compile)."""
     dev = hardware.cuda_device(device)
     if torch.cuda.is_current_stream_capturing():
         raise ChordInputError("prepare_layer() loads kernels and allocates memory: call it before CUDA-graph capture")
     num_sms, arch = hardware.num_sms(dev.index), hardware.arch(dev.index)
-    kernels = layer_kernels(w13, w2, arch)
-    compile_all([*kernels, *align_kernels(arch)], arch)  # one pool of nvcc processes for all of them
+    kernels = layer_kernels(w13, w2, arch, masked=masked)
+    compile_all([*kernels, *(() if masked else align_kernels(arch))], arch)  # one pool of nvcc processes for all
     for kernel, smem in kernels.items():
         kernel.prepare(dev, smem=smem)
-    prepare_align(dev)
+    if not masked:
+        prepare_align(dev)
     reserve = max(shape_workspace_bytes(w.n, w.k, BLOCK_MS, num_sms, arch) for w in (w13, w2))
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 
