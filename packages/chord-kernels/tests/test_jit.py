@@ -145,6 +145,28 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
         CudaKernel(name="add_one", source=ADD_ONE, entry="add_one").compile("sm_90a")
 
 
+@needs_nvcc
+def test_a_host_without_nvcc_runs_what_precompile_cached(monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/vllm.md: precompile where nvcc is, then serve where it is not (one cache)."""
+    from chord_kernels.families import precompile
+
+    assert cli_main(["precompile", "--arch", "sm_90a", "--family", "dequant"]) == 0
+    with_nvcc = precompile(("sm_90a",), ["dequant"])
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    cubin = kernel.compile("sm_90a")
+    monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [])  # the serving host
+    assert precompile(("sm_90a",), ["dequant"]) == with_nvcc
+    assert kernel.compile("sm_90a") == cubin
+    with pytest.raises(NvccNotFoundError, match=r"found none[\s\S]*Nor is kernel 'add_one' for sm_100a in the cache"):
+        kernel.compile("sm_100a")  # never compiled for that architecture
+    with pytest.raises(NvccNotFoundError, match="chord-kernels precompile"):
+        CudaKernel(name="add_one", source=ADD_ONE + "// v2\n", entry="add_one").compile("sm_90a")
+    cubin.write_bytes(b"garbage")  # a corrupt entry is never returned
+    with pytest.raises(NvccNotFoundError):
+        kernel.compile("sm_90a")
+
+
 def test_chord_nvcc_variable_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     fake = tmp_path / "my-nvcc"
     fake.write_text("#!/bin/sh\n")

@@ -297,6 +297,15 @@ def test_fallback_on_devices_without_chord_kernels(monkeypatch, chord_log) -> No
     assert "no nvcc" in decision.decide(_stand_in(), [_scheme()] * 3).reason
 
 
+def test_no_nvcc_names_both_ways_out(monkeypatch) -> None:
+    from chord_kernels.jit import nvcc
+
+    monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [])
+    problem = _compat.nvcc_problem()
+    assert "pip install 'chord-vllm[nvcc]'" in problem and "chord-kernels precompile" in problem
+    assert f"{_compat.ENV_SWITCH}=1" in problem
+
+
 def test_force_turns_a_fallback_into_an_error(on_h200, monkeypatch) -> None:
     monkeypatch.setenv("CHORD_VLLM", "1")
     with pytest.raises(ValueError, match=r"CHORD_VLLM=1 forces Chord, but .*LoRA"):

@@ -112,5 +112,6 @@ def nvcc_problem() -> str | None:
     try:
         find_nvcc()
     except Exception as exc:  # NvccNotFoundError: its message says where it looked
-        return f"no nvcc to compile Chord's kernels ({exc}); pip install 'chord-vllm[nvcc]'"
+        return (f"no nvcc to compile Chord's kernels ({exc}); pip install 'chord-vllm[nvcc]', or run "
+                f"`chord-kernels precompile` where nvcc is into this host's cache and set {ENV_SWITCH}=1")
     return None

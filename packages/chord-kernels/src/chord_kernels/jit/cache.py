@@ -3,7 +3,9 @@
 The key hashes the source, the flags, the nvcc version and every header under
 ``chord_kernels/include``. Writers take a per-key file lock and publish with an atomic rename, so
 concurrent processes never see half a file; a sidecar records the cubin's sha256 so a corrupt or
-truncated entry is detected and rebuilt instead of loaded.
+truncated entry is detected and rebuilt instead of loaded. A second, small entry keyed without the
+nvcc version names the newest cubin of each source, so that a host without nvcc runs the kernels
+``chord-kernels precompile`` cached on one that has it (:func:`find_precompiled`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,38 @@ def cache_key(source: str, flags: list[str], nvcc_version: str) -> str:
     return h.hexdigest()[:32]
 
 
+ANY_NVCC = "any nvcc"
+"""What :func:`find_precompiled`'s key hashes in place of the nvcc version."""
+
+
+def _any_nvcc_ref(root: Path, name: str, source: str, flags: list[str]) -> Path:
+    return root / f"{name}-{cache_key(source, flags, ANY_NVCC)}.any"
+
+
+def find_precompiled(name: str, source: str, flags: list[str]) -> Path | None:
+    """The cubin of ``source`` with ``flags`` that any nvcc compiled into the cache (the newest),
+    for a host without nvcc; None if there is none or it fails its checksum."""
+    root = cache_dir()
+    try:
+        file_name = _any_nvcc_ref(root, name, source, flags).read_text().strip()
+    except OSError:
+        return None
+    if Path(file_name).name != file_name:  # a bare file name of this folder, nothing else
+        return None
+    cubin = root / file_name
+    return cubin if _is_valid(cubin, cubin.with_suffix(".json")) else None
+
+
+def _publish_any_nvcc(root: Path, name: str, source: str, flags: list[str], cubin: Path) -> None:
+    ref = _any_nvcc_ref(root, name, source, flags)
+    try:
+        if ref.read_text().strip() == cubin.name:
+            return
+    except OSError:
+        pass
+    _atomic_write(ref, cubin.name.encode())
+
+
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -80,6 +114,7 @@ def compile_cached(name: str, source: str, nvcc: Path, flags: list[str], nvcc_ve
     root = cache_dir()
     cubin, meta = root / f"{name}-{key}.cubin", root / f"{name}-{key}.json"
     if _is_valid(cubin, meta):
+        _publish_any_nvcc(root, name, source, flags, cubin)  # entries cached before there was such a ref
         return cubin
     with FileLock(str(root / f"{name}-{key}.lock"), timeout=600):
         if _is_valid(cubin, meta):  # another process finished it while we waited
@@ -102,6 +137,7 @@ def compile_cached(name: str, source: str, nvcc: Path, flags: list[str], nvcc_ve
         record = {"sha256": _sha256(cubin), "name": name, "flags": flags, "nvcc": nvcc_version,
                   "log": result.stderr[-4000:]}
         _atomic_write(meta, json.dumps(record, indent=1).encode())
+        _publish_any_nvcc(root, name, source, flags, cubin)
     return cubin
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from chord_kernels.errors import ChordInputError
+from chord_kernels.errors import ChordInputError, NvccNotFoundError
 from chord_kernels.jit import cache, nvcc
 
 
@@ -80,10 +80,19 @@ class CudaKernel:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def compile(self, arch: str | None = None) -> Path:
-        """Compile (or find in the cache) the cubin for ``arch``; needs nvcc, not a GPU."""
+        """Compile (or find in the cache) the cubin for ``arch``; needs nvcc, not a GPU. Without an
+        nvcc, the cubin an nvcc cached (``chord-kernels precompile``), else :class:`NvccNotFoundError`."""
         target = arch or self.arch or nvcc.DEFAULT_ARCH
-        compiler = nvcc.find_nvcc()
         flags = [*cache.BASE_FLAGS, *nvcc.arch_flags(target), *self.flags]
+        try:
+            compiler = nvcc.find_nvcc()
+        except NvccNotFoundError as exc:
+            cubin = cache.find_precompiled(self.name, self.source, flags)
+            if cubin is None:
+                raise NvccNotFoundError(f"{exc} Nor is kernel {self.name!r} for {target} in the cache "
+                                        f"{cache.cache_dir()} (`chord-kernels precompile` on a host with nvcc, "
+                                        "sharing this cache, puts it there).") from exc
+            return cubin
         return cache.compile_cached(self.name, self.source, compiler, flags, nvcc.nvcc_version(compiler))
 
     def _function(self, device: torch.device) -> Any:
