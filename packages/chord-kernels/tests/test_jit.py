@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -165,6 +166,15 @@ def test_a_host_without_nvcc_runs_what_precompile_cached(monkeypatch: pytest.Mon
     cubin.write_bytes(b"garbage")  # a corrupt entry is never returned
     with pytest.raises(NvccNotFoundError):
         kernel.compile("sm_90a")
+
+
+def test_info_names_the_cache_and_what_it_holds(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [])
+    assert cli_main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "nvcc: not found" in out and "kernels run only from the cache" in out
+    assert re.search(r"JIT cache: .*jit \(0 cubins\)", out), out
 
 
 def test_chord_nvcc_variable_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

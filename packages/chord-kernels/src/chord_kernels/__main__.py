@@ -20,8 +20,9 @@ def _info() -> int:
         compiler = nvcc.find_nvcc()
         print(f"nvcc: {compiler} ({nvcc.nvcc_version(compiler)})")
     except ChordError as exc:
-        print(f"nvcc: not found ({exc})")
-    print(f"JIT cache: {cache.cache_dir()}")
+        print(f"nvcc: not found ({exc}); kernels run only from the cache")
+    cubins = sum(1 for _ in cache.cache_dir().glob("*.cubin"))
+    print(f"JIT cache: {cache.cache_dir()} ({cubins} cubins)")
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             cap = torch.cuda.get_device_capability(i)
