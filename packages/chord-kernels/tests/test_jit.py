@@ -168,6 +168,22 @@ def test_a_host_without_nvcc_runs_what_precompile_cached(monkeypatch: pytest.Mon
         kernel.compile("sm_90a")
 
 
+@needs_nvcc
+def test_a_read_only_cache_serves_its_hits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chord_kernels.jit import cache
+
+    kernel = CudaKernel(name="add_one", source=ADD_ONE, entry="add_one")
+    cubin = kernel.compile("sm_90a")
+    for ref in cubin.parent.glob("*.any"):
+        ref.unlink()  # as a cache filled before the refs existed
+
+    def read_only(path: Path, data: bytes) -> None:
+        raise PermissionError(f"read-only file system: {path}")
+
+    monkeypatch.setattr(cache, "_atomic_write", read_only)
+    assert kernel.compile("sm_90a") == cubin
+
+
 def test_info_names_the_cache_and_what_it_holds(monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [])

@@ -114,7 +114,10 @@ def compile_cached(name: str, source: str, nvcc: Path, flags: list[str], nvcc_ve
     root = cache_dir()
     cubin, meta = root / f"{name}-{key}.cubin", root / f"{name}-{key}.json"
     if _is_valid(cubin, meta):
-        _publish_any_nvcc(root, name, source, flags, cubin)  # entries cached before there was such a ref
+        try:  # entries cached before there was such a ref; a read-only cache serves its hits as they are
+            _publish_any_nvcc(root, name, source, flags, cubin)
+        except OSError:
+            pass
         return cubin
     with FileLock(str(root / f"{name}-{key}.lock"), timeout=600):
         if _is_valid(cubin, meta):  # another process finished it while we waited
