@@ -88,7 +88,7 @@ def main() -> int:
         console.print("[bold green]demo passed[/]" if ok else "[bold red]demo FAILED[/]")
         keep = "to keep them, run `nox -s demo -- --workdir DIR` (or `python ci/demo.py --workdir DIR`)"
         for line in explain(summary, kept=args.workdir is not None, keep_hint=keep):
-            console.print(escape(line), highlight=False)
+            console.print(line, markup=False, highlight=False)
         return 0 if ok else 1
 
 

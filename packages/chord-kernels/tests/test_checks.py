@@ -35,3 +35,21 @@ def test_same_device_and_multiples() -> None:
         require_multiple("K", 48, 32, "group size")
     with pytest.raises(ChordInputError, match="got 0"):
         require_multiple("K", 0, 32)
+
+
+def test_a_host_without_a_gpu_gets_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from chord_kernels import ChordUnsupportedError, formats, hardware, indexed, pack
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    w13 = pack("indexed", *formats.random_quantized(4, 128, 64)[:2], profile="h200_ep8")
+    w2 = pack("indexed", *formats.random_quantized(4, 64, 64)[:2], profile="h200_ep8")
+    calls = [
+        lambda: hardware.cuda_device(),
+        lambda: indexed.new_workspace(1024, "cuda"),
+        lambda: indexed.prepare(w13, 16),
+        lambda: indexed.prepare_layer(w13, w2),
+        lambda: indexed.max_workspace_bytes([w13, w2]),
+    ]
+    for call in calls:
+        with pytest.raises(ChordUnsupportedError, match=r"no CUDA GPU .*H100/H200"):
+            call()

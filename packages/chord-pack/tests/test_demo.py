@@ -49,6 +49,7 @@ def test_ci_demo_says_where_the_checkpoint_went_and_what_next(tmp_path: Path, ke
     text = capsys.readouterr().out
     assert "is the layout and the profile of the conversion" in text
     assert "chord-pack convert moonshotai/Kimi-K2-Thinking" in text and "chord-pack verify" in text
+    assert "--profile h200_ep8 \\\n" in text  # one backslash: the command pastes into a shell as printed
     if keep:
         out = workdir / "tiny-kimi-k2-thinking-chord-indexed"
         assert f"The converted checkpoint is kept in\n  {out}\n" in text and (out / "config.json").is_file()

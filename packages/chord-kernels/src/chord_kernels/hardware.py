@@ -11,7 +11,7 @@ import functools
 
 import torch
 
-from chord_kernels.errors import ChordInputError
+from chord_kernels.errors import ChordInputError, ChordUnsupportedError
 from chord_kernels.jit.nvcc import arch_of_capability
 
 SMEM_PER_SM = 233_472
@@ -25,6 +25,11 @@ def cuda_device(device: torch.device | str | int | None = None) -> torch.device:
     dev = torch.device("cuda", device) if isinstance(device, int) else torch.device(device or "cuda")
     if dev.type != "cuda":
         raise ChordInputError(f"device: expected a CUDA device, got {dev}")
+    if not torch.cuda.is_available():
+        raise ChordUnsupportedError(
+            f"device: {dev} asked for, but torch sees no CUDA GPU (torch.cuda.is_available() is False; torch "
+            f"{torch.__version__}, CUDA {torch.version.cuda}); Chord's kernels need an H100/H200 or B200/B300"
+        )
     return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
 
