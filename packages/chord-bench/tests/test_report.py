@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -216,3 +217,14 @@ def test_cli_rerenders_a_stored_run(tmp_path, capsys):
                  "--out", str(tmp_path / "out")]) == 0
     assert "nominal H200" in capsys.readouterr().out
     assert RunResult.read_json(tmp_path / "out" / "results.json").ceilings["copy_tbps"] == 4.27
+
+
+def test_a_host_without_matplotlib_gets_the_table_and_a_note(tmp_path, capsys, monkeypatch):
+    from chord_bench.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ModuleNotFoundError
+    fake_run().write_json(tmp_path / "in.json")
+    assert main(["--from-json", str(tmp_path / "in.json"), "--out", str(tmp_path / "out")]) == 0
+    captured = capsys.readouterr()
+    assert "GPU NVIDIA H200" in captured.out and "pip install 'chord-bench[plot]'" in captured.err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "table.md"]

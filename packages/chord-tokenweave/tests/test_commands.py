@@ -31,6 +31,22 @@ def test_bad_token_list_is_refused() -> None:
         main(["split", "--tokens", "12,abc"])
 
 
+@pytest.mark.parametrize("command", [["profile", "--output", "t.json"], ["bench", "kernel"], ["bench", "layer"]])
+def test_gpu_commands_refuse_too_few_gpus_before_starting(command: list[str], tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--world-size", "2"])
+    assert exit_.value.code == 2
+    assert "--world-size 2 needs 2 CUDA GPUs, found 1" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing written (bench's --out included)
+
+
 def test_layer_benchmark_code_path_on_cpu(tmp_path: Path) -> None:
     """The layer benchmark's code (four variants, table decisions, errors) on 2 gloo ranks."""
     from chord_tokenweave.bench import layer_worker

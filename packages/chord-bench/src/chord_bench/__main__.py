@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from chord_bench import report, runner
 
-    out_dir: Path = args.out
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir: Path = args.out  # created by the first checkpoint: a run refused up front leaves nothing
 
     def checkpoint(result) -> None:
         report.write_all(result, out_dir, with_plot=False)

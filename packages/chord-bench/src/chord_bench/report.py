@@ -268,6 +268,14 @@ def write_all(run: RunResult, out_dir: Path, *, with_plot: bool = True) -> dict[
     tmp.replace(table)
     files["table"] = table
     if with_plot and run.scenarios:
-        for p in plot(run, out_dir):
+        try:
+            pngs = plot(run, out_dir)
+        except ModuleNotFoundError as exc:
+            if exc.name != "matplotlib":
+                raise
+            print("no PNG: matplotlib is not installed (pip install 'chord-bench[plot]', or pass --no-plot)",
+                  file=sys.stderr)
+            pngs = []
+        for p in pngs:
             files[p.stem] = p
     return files

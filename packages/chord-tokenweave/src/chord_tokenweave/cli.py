@@ -71,12 +71,24 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     disable_multicast()
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command != "split" and getattr(args, "device", "cuda") == "cuda":
+        found = _visible_gpus()
+        if found < args.world_size:
+            hint = "; `profile --device cpu --scale tiny` runs on CPUs" if args.command == "profile" else ""
+            parser.error(f"--world-size {args.world_size} needs {args.world_size} CUDA GPUs, found {found}{hint}")
     if args.command == "split":
         return _split(args)
     if args.command == "profile":
         return _profile(args)
     return _bench(args)
+
+
+def _visible_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _split(args: argparse.Namespace) -> int:
