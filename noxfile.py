@@ -14,11 +14,6 @@ PACKAGES = ("chord-kernels", "chord-pack", "chord-vllm", "chord-tokenweave", "ch
 # CI and laptops test on the CPU wheel; on a CUDA host set CHORD_TORCH to the torch you serve with.
 TORCH = os.environ.get("CHORD_TORCH", "torch==2.13.0")
 
-NVCC_WHEELS = ("nvidia-cuda-nvcc~=13.0.0", "nvidia-cuda-runtime~=13.0.0", "nvidia-cuda-cccl~=13.0.0",
-               "nvidia-nvvm~=13.0.0", "nvidia-cuda-crt~=13.0.0")
-"""nvcc, the CUDA runtime headers and CCCL (cuda_fp16.h includes <nv/target>) from PyPI. nvcc's own
-nvvm and crt are unpinned by it: a newer nvvm emits PTX its ptxas 13.0 rejects."""
-
 VLLM_VERSION = "0.33.0"
 VLLM = f"vllm=={VLLM_VERSION}"
 """The vLLM release chord-vllm is tested against (its CUDA wheel; the CPU tests use its Python)."""
@@ -44,10 +39,10 @@ def _src_path() -> str:
 
 def _install_all(session: nox.Session) -> None:
     session.install(TORCH)
-    session.install(*[f"-e{ROOT / 'packages' / p}[test]" for p in PACKAGES])
-    # Kernels are compile-checked on every machine; the wheels make that work without a CUDA
-    # toolkit, and test_jit compiles with the wheel's nvcc even where a toolkit exists.
-    session.install(*NVCC_WHEELS)
+    # Kernels are compile-checked on every machine: chord-kernels' nvcc extra (PyPI's nvcc wheels) makes
+    # that work without a CUDA toolkit, and test_jit compiles with the wheel's nvcc even where one exists.
+    extras = {"chord-kernels": "[test,nvcc]"}
+    session.install(*[f"-e{ROOT / 'packages' / p}{extras.get(p, '[test]')}" for p in PACKAGES])
 
 
 @nox.session

@@ -142,7 +142,7 @@ def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(nvcc, "_wheel_candidates", lambda: [])
     monkeypatch.setattr(nvcc, "nvcc_candidates", lambda: [tmp_path / "nvcc"])
-    with pytest.raises(NvccNotFoundError, match="pip install nvidia-cuda-nvcc"):
+    with pytest.raises(NvccNotFoundError, match=r"pip install 'chord-kernels\[nvcc\]'"):
         CudaKernel(name="add_one", source=ADD_ONE, entry="add_one").compile("sm_90a")
 
 

@@ -330,8 +330,8 @@ def test_deepep_low_latency_is_served_and_says_why(on_h200, deepep_ll_hidden, ch
     assert got.use_chord and got.profile == "h200_ep8"
     (line,) = [m for m in _messages(chord_log) if "batched" in m]
     assert line == ("Chord's batched experts run the deepep_low_latency all2all's batched activation format "
-                    "(Chord's batched experts measured 1.12-1.23x vLLM's humming grouped_masked layer on an "
-                    "H200, 1.66x in vLLM's default 2048-row buffers; CHORD_VLLM_BATCHED=0 leaves it to vLLM)")
+                    "(Chord's batched experts measured 1.24-1.36x vLLM's humming grouped_masked layer on an "
+                    "H200, 1.92x in vLLM's default 2048-row buffers; CHORD_VLLM_BATCHED=0 leaves it to vLLM)")
     standard = decision.decide(_stand_in(vs.parallel_config(ep=8)), [_scheme()] * 3)
     assert standard.use_chord and len([m for m in _messages(chord_log) if "batched" in m]) == 1  # no effect there
 

@@ -19,8 +19,8 @@ BATCHED_SWITCH = "CHORD_VLLM_BATCHED"
 """``0`` leaves vLLM's batched activation format (DeepEP low-latency) to vLLM's own experts; unset or
 ``1`` runs Chord's batched experts there."""
 
-BATCHED_WHY = ("Chord's batched experts measured 1.12-1.23x vLLM's humming grouped_masked layer on an H200, "
-               "1.66x in vLLM's default 2048-row buffers")
+BATCHED_WHY = ("Chord's batched experts measured 1.24-1.36x vLLM's humming grouped_masked layer on an H200, "
+               "1.92x in vLLM's default 2048-row buffers")
 """Why Chord serves the batched format (docs/vllm.md and docs/performance.md have the measurement)."""
 
 TESTED_VLLM = (0, 33)

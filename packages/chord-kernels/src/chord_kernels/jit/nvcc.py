@@ -56,8 +56,8 @@ def find_nvcc() -> Path:
     places = ", ".join(str(p) for p in tried) or "(none)"
     raise NvccNotFoundError(
         "Chord compiles its CUDA kernels with nvcc (CUDA 12.8 or newer) and found none. Tried: "
-        f"{places}. Install the CUDA toolkit or `pip install nvidia-cuda-nvcc nvidia-cuda-cccl "
-        "nvidia-cuda-runtime`, or set CUDA_HOME or CHORD_NVCC."
+        f"{places}. Install the CUDA toolkit or NVIDIA's nvcc 13.0 wheels (`pip install "
+        "'chord-kernels[nvcc]'`), or set CUDA_HOME or CHORD_NVCC."
     )
 
 
