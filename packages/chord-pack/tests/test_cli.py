@@ -130,7 +130,8 @@ def test_disk_full_says_what_was_kept_and_how_to_resume(tiny: Path, tmp_path: Pa
     real_fsync, calls = os.fsync, []
 
     def fsync(fd: int) -> None:
-        calls.append(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith(".incomplete"):  # shards only (journals are synced too)
+            calls.append(fd)
         if len(calls) == 2:  # the second shard hits a full disk
             raise OSError(errno.ENOSPC, "No space left on device")
         real_fsync(fd)

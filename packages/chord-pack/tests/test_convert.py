@@ -308,12 +308,19 @@ def test_resume_redoes_shards_whose_source_changed(tiny: Path, tmp_path: Path, l
     assert_moe_equal(tiny, out, packed.layer)
 
 
-def test_failure_after_a_shard_says_what_was_kept(tmp_path: Path) -> None:
+def test_failure_after_a_shard_says_what_was_kept(tmp_path: Path, monkeypatch) -> None:
+    import chord_pack.convert as convert_module
+
     dims = {"layers": 2, "experts": 2, "hidden": 64, "intermediate": 32}
-    tensors = kimi_tensors("k2-thinking", **dims)
-    lie = "model.layers.2.mlp.experts.1.down_proj.weight_shape"
-    tensors[lie] = torch.tensor([64, 64], dtype=torch.int32)
-    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), tensors)
+    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), kimi_tensors("k2-thinking", **dims))
+    bad, real = "model.layers.2.mlp.experts.1.down_proj.weight_packed", convert_module.load_experts
+
+    def load_experts(plan, layer, spec, *args, **kwargs):
+        if layer == 2 and spec.proj == "w2":  # e.g. a disk error, found only when the bytes are read
+            raise CheckpointError(f"{src}: tensor {bad} is cut short (3 of 8192 bytes)")
+        return real(plan, layer, spec, *args, **kwargs)
+
+    monkeypatch.setattr(convert_module, "load_experts", load_experts)
     out = tmp_path / "out"
     with pytest.raises(CheckpointError) as err:
         convert(src, out, "test-reversed", "test_a", max_shard_bytes=10_000)
@@ -322,7 +329,30 @@ def test_failure_after_a_shard_says_what_was_kept(tmp_path: Path) -> None:
     assert finished and str(err.value).endswith(
         f"Kept {len(finished)} finished shards in {partial}; fix the problem, then rerun the same command "
         "with --resume")
-    assert f"tensor {lie} says [64, 64]" in str(err.value) and "\n" not in str(err.value)
+    assert f"tensor {bad} is cut short" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_every_weight_shape_is_checked_before_anything_is_written(tmp_path: Path) -> None:
+    dims = {"layers": 2, "experts": 8, "hidden": 256, "intermediate": 128}
+    tensors = kimi_tensors("k2-thinking", **dims)
+    lie = "model.layers.2.mlp.experts.7.down_proj.weight_shape"  # the last expert converted
+    tensors[lie] = torch.tensor([128, 512], dtype=torch.int32)
+    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), tensors, shards=3)
+    with pytest.raises(CheckpointError, match=rf"tensor {lie} says \[128, 512\] but weight_packed/weight_scale are "
+                                              r"\[N=256, K=128\]"):
+        convert(src, tmp_path / "out", "indexed", max_shard_bytes=SMALL_SHARDS)
+    assert not partial_dir(tmp_path / "out").exists() and not (tmp_path / "out").exists()
+
+
+def test_weight_packed_with_too_few_rows_is_blamed_itself(tmp_path: Path) -> None:
+    dims = {"layers": 1, "experts": 2, "hidden": 256, "intermediate": 128}
+    tensors = kimi_tensors("k2-thinking", **dims)
+    short = "model.layers.1.mlp.experts.0.gate_proj.weight_packed"
+    tensors[short] = tensors[short][:-1].clone()
+    src = write_checkpoint(tmp_path / "src", kimi_config("k2-thinking", **dims), tensors)
+    with pytest.raises(CheckpointError, match=rf"tensor {short} has shape \[127, 32\], expected \[128, 32\] \(\[N, "
+                                              r"K/8\] for N=128, K=256 from config\.json"):
+        convert(src, tmp_path / "out", "test-reversed", "test_a")
 
 
 def test_shard_size_must_be_positive(tiny: Path, tmp_path: Path) -> None:
@@ -332,3 +362,197 @@ def test_shard_size_must_be_positive(tiny: Path, tmp_path: Path) -> None:
         with pytest.raises(ChordPackError, match=rf"max_shard_bytes: expected a positive number of bytes, got {bad}"):
             convert(tiny, tmp_path / "out", "test-reversed", "test_a", max_shard_bytes=bad)
     assert not (tmp_path / "out").exists()
+
+
+def test_symlink_or_file_output_is_refused_before_any_work(tiny: Path, tmp_path: Path) -> None:
+    target = tmp_path / "symtarget"
+    target.mkdir()
+    link = tmp_path / "outlink"
+    link.symlink_to(target)
+    with pytest.raises(OutputError, match=rf"output {link} is a symbolic link \(to {target}\)"):
+        convert(tiny, link, "test-reversed", "test_a")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("mine")
+    with pytest.raises(OutputError, match=rf"output {a_file} is a file, not a directory"):
+        convert(tiny, a_file, "test-reversed", "test_a")
+    assert not partial_dir(link).exists() and not partial_dir(a_file).exists() and not any(target.iterdir())
+
+
+def test_failed_final_rename_is_resumable(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    """The journal outlives the rename of the partial directory: a failure there loses nothing."""
+    import os
+
+    out, real_replace = tmp_path / "out", os.replace
+
+    def replace(src, dst) -> None:
+        if Path(dst) == out:
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(OutputError) as err:
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS)
+    partial = partial_dir(out)
+    n = len(list(partial.glob("*.safetensors")))
+    assert str(err.value) == (f"cannot rename {partial} to {out}: No space left on device. Kept {n} finished "
+                              f"shards in {partial}; free disk space, then rerun the same command with --resume")
+    monkeypatch.setattr(os, "replace", real_replace)
+    result = convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True)
+    assert len(result.reused_shards) == n and not partial.exists() and verify(out).ok
+    assert not (out / ".chord-pack-journal.json").exists()
+
+
+def test_resume_finishes_a_finished_conversion_left_without_journal(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    """A partial directory holding a whole conversion but no journal (as chord-pack left it when it
+    removed the journal before the final rename) is finished by --resume, its shards checked."""
+    import os
+
+    out, real_replace = tmp_path / "out", os.replace
+    monkeypatch.setattr(os, "replace", lambda s, d: (_ for _ in ()).throw(KeyboardInterrupt) if Path(d) == out
+                        else real_replace(s, d))
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS)
+    monkeypatch.setattr(os, "replace", real_replace)
+    partial = partial_dir(out)
+    (partial / ".chord-pack-journal.json").unlink()
+    shards = sorted(p.name for p in partial.glob("*.safetensors"))
+    damaged = partial / shards[-1]
+    damaged.write_bytes(damaged.read_bytes()[:-4] + b"oops")
+    sink = StopAfter(10**6)
+    result = convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True, progress=sink)
+    assert result.reused_shards == shards[:-1] and sink.done == shards[-1:]
+    assert not partial.exists() and verify(out).ok
+
+    # Without --resume, or for another plan, such a directory is never taken as finished.
+    for other in (tmp_path / "other-a", tmp_path / "other-b"):
+        partial_dir(other).mkdir()
+        (partial_dir(other) / "config.json").write_text((out / "config.json").read_text())
+    with pytest.raises(OutputError, match="--resume"):
+        convert(tiny, tmp_path / "other-a", "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS)
+    with pytest.raises(OutputError, match="has no .chord-pack-journal.json"):
+        convert(tiny, tmp_path / "other-b", "test-reversed", "test_b", max_shard_bytes=SMALL_SHARDS, resume=True)
+
+
+def test_interrupt_after_the_final_rename_says_the_output_is_complete(tiny: Path, tmp_path: Path,
+                                                                     monkeypatch) -> None:
+    """Stopped between the rename and the journal's removal: the output is whole, the message says
+    so, and the journal left inside it is a dot-file that verify ignores and upload never sends."""
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+    from chord_pack.upload import _operations
+
+    out, real_unlink = tmp_path / "out", Path.unlink
+
+    def unlink(self, missing_ok=False):
+        if self == out / ".chord-pack-journal.json":
+            raise KeyboardInterrupt
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    res = CliRunner().invoke(app, ["convert", str(tiny), "--layout", "test-reversed", "--output", str(out)])
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+    assert res.exit_code == 130, res.output
+    assert f"The conversion had finished: {out} is complete" in " ".join(res.output.split())
+    assert "Nothing was kept" not in res.output
+    assert (out / ".chord-pack-journal.json").is_file() and not partial_dir(out).exists()
+    assert verify(out).ok
+    sent = [op.path_in_repo for op in _operations(out)]
+    assert "config.json" in sent and not [name for name in sent if "journal" in name]
+
+
+@pytest.mark.parametrize("journal", ['{"fingerprint": "x", "fin', "[]", "damaged-record"])
+def test_damaged_journal_is_one_clean_error(tiny: Path, tmp_path: Path, journal: str) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, progress=StopAfter(1))
+    path = partial_dir(out) / ".chord-pack-journal.json"
+    if journal == "damaged-record":  # a finished shard recorded without its size
+        doc = json.loads(path.read_text())
+        del next(iter(doc["finished"].values()))["size"]
+        journal = json.dumps(doc)
+    path.write_text(journal)
+    with pytest.raises(OutputError, match=rf"^{path} is (unreadable|damaged).*; delete {partial_dir(out)}, then "
+                                          "rerun without --resume$"):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True)
+    from chord_pack.convert import kept_summary
+
+    assert "journal.json is unreadable" in kept_summary(out)
+
+
+def test_resume_disk_errors_are_one_line(tiny: Path, tmp_path: Path, monkeypatch) -> None:
+    """Re-hashing or removing a finished shard on resume can fail (a read-only remount): a typed
+    error naming the shard and what was kept, not a traceback."""
+    import errno
+
+    import chord_pack.convert as convert_module
+
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, progress=StopAfter(2))
+    partial = partial_dir(out)
+    first, second = sorted(partial.glob("*.safetensors"))
+    second.write_bytes(second.read_bytes()[:-4] + b"oops")
+    real_unlink = Path.unlink
+
+    def unlink(self, missing_ok=False):
+        if self == second:
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    with pytest.raises(OutputError) as err:
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True)
+    assert str(err.value) == (f"cannot remove {second}: Read-only file system. Kept 2 finished shards in "
+                              f"{partial}; make it writable, then rerun the same command with --resume")
+    monkeypatch.setattr(Path, "unlink", real_unlink)
+
+    def sha256_file(path):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(convert_module, "sha256_file", sha256_file)
+    with pytest.raises(OutputError, match=rf"^cannot read {first}: Input/output error\. Kept 2 finished shards"):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS, resume=True)
+
+
+def test_journal_and_config_are_synced_before_they_replace_the_old_ones(tiny: Path, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    import os
+
+    synced, replaced, real_fsync, real_replace = set(), [], os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def replace(src, dst) -> None:
+        replaced.append((str(src), str(src) in synced))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    convert(tiny, tmp_path / "out", "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS)
+    tmps = [(src, ok) for src, ok in replaced if src.endswith(".tmp")]
+    assert any(src.endswith(".chord-pack-journal.json.tmp") for src, _ in tmps)
+    assert any(src.endswith("config.json.tmp") for src, _ in tmps)
+    assert all(ok for _, ok in tmps), [src for src, ok in tmps if not ok]
+
+
+def test_interrupt_while_a_shard_header_is_written_leaves_no_incomplete_shard(tiny: Path, tmp_path: Path,
+                                                                             monkeypatch) -> None:
+    from chord_pack.st import ShardWriter
+
+    real_write = ShardWriter._write
+
+    def write(self, data) -> None:
+        if self.size == 0 and "-00002-of-" in self.path.name:  # the second shard's header
+            raise KeyboardInterrupt
+        real_write(self, data)
+
+    monkeypatch.setattr(ShardWriter, "_write", write)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        convert(tiny, out, "test-reversed", "test_a", max_shard_bytes=SMALL_SHARDS)
+    left = sorted(p.name for p in partial_dir(out).iterdir())
+    assert not [n for n in left if n.endswith(".incomplete")], left
+    assert [n for n in left if n.endswith(".safetensors")] and ".chord-pack-journal.json" in left

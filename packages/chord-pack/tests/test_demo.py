@@ -56,3 +56,20 @@ def test_ci_demo_says_where_the_checkpoint_went_and_what_next(tmp_path: Path, ke
     else:
         prose = " ".join(text.split())
         assert "written to a temporary directory, now deleted; to keep them, run `nox -s demo -- --workdir DIR`" in prose
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--style", "k3"], "unknown demo style 'k3'; valid styles: k2-thinking, k2.5"),
+    (["--layout", "bogus"], "unknown layout 'bogus'; valid layouts: "),
+    (["--profile", "nope"], "layout 'indexed' has no profile 'nope'"),
+])
+def test_demo_refuses_a_bad_choice_before_writing_anything(tmp_path: Path, args: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    workdir = tmp_path / "demo"
+    res = CliRunner().invoke(app, ["demo", str(workdir), *args])
+    assert res.exit_code == 1 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+    assert message in " ".join(res.output.split())
+    assert not workdir.exists()  # so the corrected command runs in the same directory

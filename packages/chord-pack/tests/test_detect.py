@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,69 @@ def test_fp8_kimi_k2_is_refused_naming_the_int4_checkpoints_chord_serves() -> No
     assert "FP8 checkpoint" in message
     for served in ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.6"):
         assert served in message
+
+
+def _rewrite(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps(change(doc)))
+
+
+NOT_OBJECTS = {
+    "config is a list": ("config.json", lambda d: [d], r"config\.json: expected a JSON object, found a list"),
+    "index is a list": ("model.safetensors.index.json", lambda d: [d],
+                        r"model\.safetensors\.index\.json: expected a JSON object, found a list"),
+    "weight_map is a list": ("model.safetensors.index.json", lambda d: {"weight_map": list(d["weight_map"])},
+                             r"weight_map must map tensor names to file names"),
+    "config_groups is a list": ("config.json", lambda d: {**d, "quantization_config": {
+        **d["quantization_config"], "config_groups": [d["quantization_config"]["config_groups"]["group_0"]]}},
+        r"quantization_config\.config_groups: expected an object of groups, found \["),
+    "group is a string": ("config.json", lambda d: {**d, "quantization_config": {
+        **d["quantization_config"], "config_groups": {"group_0": "int4"}}},
+        r"quantization_config\.config_groups\.group_0: expected an object"),
+    "hidden_size is a string": ("config.json", lambda d: {**d, "hidden_size": "256"},
+                                r"config\.json hidden_size: expected a positive integer, found '256'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OBJECTS))
+def test_malformed_json_is_one_clean_line(tiny: Path, tmp_path: Path, case: str) -> None:
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    fname, change, message = NOT_OBJECTS[case]
+    _rewrite(tiny / fname, change)
+    for command in (["inspect", str(tiny)],
+                    ["convert", str(tiny), "--layout", "test-reversed", "--output", str(tmp_path / "out")]):
+        res = CliRunner().invoke(app, command)
+        assert res.exit_code == 1 and isinstance(res.exception, SystemExit), (res.output, res.exception)
+        assert re.search(message, " ".join(res.output.split())), res.output
+    assert not (tmp_path / "out").exists() and not partial_dir(tmp_path / "out").exists()
+
+
+def test_verify_of_a_file_is_one_clean_line(tiny: Path) -> None:
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    res = CliRunner().invoke(app, ["verify", str(tiny / "config.json")])
+    assert res.exit_code == 1 and "not a directory" in res.output and "Traceback" not in res.output
+
+
+def test_a_kimi_format_checkpoint_of_another_model_type_is_not_called_kimi(tiny: Path, tmp_path: Path) -> None:
+    _rewrite(tiny / "config.json", lambda d: {**d, "model_type": "llama"})
+    result = convert(tiny, tmp_path / "out", "test-reversed", "test_a")
+    assert result.plan.info.family == "model_type=llama"
+    card = (result.output / "README.md").read_text()
+    assert "Kimi K2-Thinking" not in card
+    assert "a Kimi-format checkpoint of model_type 'llama' (top-level quantization_config)" in card
+
+
+def test_revision_with_a_local_source_is_refused(tiny: Path, tmp_path: Path) -> None:
+    from chord_pack.errors import SourceError
+
+    with pytest.raises(SourceError, match=rf"--revision abc applies to a Hub SRC, but {tiny} is a local directory"):
+        convert(tiny, tmp_path / "out", "test-reversed", "test_a", revision="abc")
+    assert not (tmp_path / "out").exists() and not partial_dir(tmp_path / "out").exists()
+    with pytest.raises(SourceError, match="applies to a Hub SRC"):
+        describe(str(tiny), "abc")

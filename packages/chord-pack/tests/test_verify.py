@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from chord_pack.convert import convert
-from chord_pack.errors import VerifyError
+from chord_pack.errors import ChordPackError, VerifyError
 from chord_pack.st import read_header
 from chord_pack.verify import verify
 
@@ -105,3 +105,78 @@ def test_upload_refuses_an_output_whose_source_changed(converted: Path, tiny: Pa
     change_source_tensor(tiny, "model.layers.1.mlp.experts.0.gate_proj.weight_packed")
     with pytest.raises(VerifyError, match=r"(?s)refusing to upload.*layer 1 gate_proj: the source .* no longer matches"):
         upload(converted, "nobody/never-reached")
+
+
+def _edit_json(path: Path, change) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def test_index_that_lost_a_tensor_is_caught_with_and_without_source(converted: Path, tiny: Path,
+                                                                    tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from chord_pack.cli import app
+
+    index = converted / "model.safetensors.index.json"
+    shard = json.loads(index.read_text())["weight_map"]["model.embed_tokens.weight"]
+    _edit_json(index, lambda d: d["weight_map"].pop("model.embed_tokens.weight"))
+    lacks = "the output's model.safetensors.index.json lacks 1 tensors its shards hold: model.embed_tokens.weight"
+    report = verify(converted)  # the source is there: not mistaken for another checkpoint
+    assert report.source is not None and [p for p in report.problems if "lacks" in p] == [f"{lacks} (in {shard})"]
+    assert not [p for p in report.problems if "is not the checkpoint" in p]
+    assert verify(converted, compare_experts=False).problems == report.problems
+    assert any(lacks in p for p in verify(converted, use_recorded_source=False).problems)
+    res = CliRunner().invoke(app, ["inspect", str(converted)])
+    assert res.exit_code == 1 and "tensor model.embed_tokens.weight is in the file but" in res.output
+
+    _edit_json(index, lambda d: d["metadata"].update(total_size=1))
+    assert any("metadata.total_size is 1, but the shards hold" in p for p in verify(converted).problems)
+
+
+def test_damaged_output_header_is_a_finding_not_a_crash(converted: Path) -> None:
+    shard, _ = _packed_shard(converted)
+    data = bytearray(shard.read_bytes())
+    data[20] ^= 0x01  # inside the first entry's JSON: now a key or value safetensors would refuse
+    shard.write_bytes(bytes(data))
+    problems = verify(converted).problems
+    assert any(p.startswith(f"{shard}: ") and "tensor" in p for p in problems), problems
+    assert any(f"{shard}: sha256" in p for p in problems)
+
+
+@pytest.mark.parametrize("key", ["projections", "moe_layers", "num_experts", "tensor_names"])
+def test_block_missing_a_key_is_a_finding(converted: Path, key: str) -> None:
+    _edit_json(converted / "config.json", lambda d: d["chord_pack"].pop(key))
+    with pytest.raises(VerifyError, match=rf"chord_pack\.{key} is None, expected "):
+        verify(converted)
+
+
+def test_not_a_directory_or_not_json_objects(converted: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(VerifyError, match="not a directory"):
+        verify(a_file)
+    (converted / "model.safetensors.index.json").write_text("[]")
+    with pytest.raises(ChordPackError, match=r"model\.safetensors\.index\.json: expected a JSON object, found a list"):
+        verify(converted)
+    (converted / "config.json").write_text("[]")
+    with pytest.raises(ChordPackError, match=r"config\.json: expected a JSON object, found a list"):
+        verify(converted)
+
+
+def test_wrong_or_missing_recorded_digest_is_named_as_such(converted: Path) -> None:
+    config = converted / "config.json"
+    _edit_json(config, lambda d: d["chord_pack"]["source_digests"].update({"layers.2.up_proj": "0" * 64}))
+    problems = verify(converted).problems  # the source is there, and agrees with the output
+    assert problems == [
+        "layer 2 up_proj: unpacked codes/scales do not match the source digest recorded at conversion",
+        f"layer 2 up_proj: the output and the source {json.loads(config.read_text())['chord_pack']['source']['local_path']}"
+        " agree, so the digest recorded in chord_pack.source_digests is what is wrong",
+    ]
+    _edit_json(config, lambda d: d["chord_pack"]["source_digests"].pop("layers.2.up_proj"))
+    assert verify(converted).problems == [
+        "layer 2 up_proj: no source digest recorded (chord_pack.source_digests lacks layers.2.up_proj)"]
+    _edit_json(config, lambda d: d["chord_pack"].pop("source_digests"))
+    assert verify(converted).problems == [
+        "chord_pack.source_digests: none recorded, so the unpacked experts could not be checked"]

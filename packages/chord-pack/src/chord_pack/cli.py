@@ -139,7 +139,8 @@ def _ranges(plan) -> str:
 @app.command()
 def convert(
     src: Annotated[str, typer.Argument(help="Local checkpoint directory or Hub repo id.")],
-    layout: Annotated[str, typer.Option(help="chord-kernels layout: indexed, contiguous or masked.")],
+    layout: Annotated[str, typer.Option(
+        help="chord-kernels layout: indexed, contiguous or masked (served by chord-vllm), or reference.")],
     profile: Annotated[str | None, typer.Option(help="Layout profile (default: the layout's first).")] = None,
     output: Annotated[Path | None, typer.Option(
         help="Output directory (default: <name>-chord-<layout> next to a local SRC, else here).")] = None,
@@ -222,7 +223,7 @@ def verify_cmd(
 @app.command()
 def inspect(
     src: Annotated[str, typer.Argument(help="Local checkpoint directory or Hub repo id.")],
-    revision: Annotated[str | None, typer.Option(help="Hub revision.")] = None,
+    revision: Annotated[str | None, typer.Option(help="Hub revision (Hub SRC only).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Say what SRC is: family, quant scheme, experts and their shapes, size (reads headers only).

@@ -11,6 +11,7 @@ and how to go on; a failed run never leaves an output that looks complete.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import errno
 import hashlib
@@ -25,8 +26,8 @@ import torch
 
 from chord_kernels.packed import pack as ck_pack
 from chord_pack.card import model_card
-from chord_pack.detect import CHORD_FORMAT, detect, load_json
-from chord_pack.errors import CheckpointError, ChordPackError, OutputError, os_errors
+from chord_pack.detect import CHORD_FORMAT, detect, load_json, weight_map_of
+from chord_pack.errors import ChordPackError, OutputError, os_errors
 from chord_pack.names import (
     PACKED_PROJECTIONS,
     expert_name,
@@ -93,11 +94,14 @@ def kept_summary(output: Path, fix: str | None = None) -> str:
     """What an interrupted or failed conversion into ``output`` left behind, and how to go on."""
     partial = partial_dir(output)
     then = f"{fix}, then rerun" if fix else "rerun"
-    try:
-        finished = json.loads((partial / JOURNAL).read_text()).get("finished", {})
-    except (OSError, ValueError):
+    if not partial.exists():
+        if (output / JOURNAL).is_file():  # stopped between the final rename and the journal's removal
+            return f"The conversion had finished: {output} is complete"
         return f"Nothing was kept; {then} the same command"
-    n = len(finished)
+    try:
+        n = len(_read_journal(partial / JOURNAL)["finished"])
+    except OutputError:
+        return f"{partial} was kept, but its {JOURNAL} is unreadable; delete {partial}, then rerun the same command"
     return f"Kept {n} finished shard{'' if n == 1 else 's'} in {partial}; {then} the same command with --resume"
 
 
@@ -147,14 +151,7 @@ def load_experts(plan: Plan, layer: int, spec: ProjectionSpec, e0: int, e1: int,
             if hashers is not None:
                 hashers[src].update(tensor_bytes(got_p))
                 hashers[src].update(tensor_bytes(got_s))
-            path, info = plan.source_tensors[expert_name(prefix, layer, e, src, "weight_shape")]
-            shape = read_tensor(path, info).tolist()
-            if shape != [rows, spec.k]:
-                raise CheckpointError(
-                    f"{path}: tensor {info.name} says {shape} but weight_packed/weight_scale are "
-                    f"[N={rows}, K={spec.k}]"
-                )
-    return packed, scales
+    return packed, scales  # (weight_shape was checked at plan time)
 
 
 def _specs_of(tensors: dict[str, torch.Tensor]) -> dict[str, tuple[str, tuple[int, ...]]]:
@@ -200,8 +197,55 @@ def pack_projection(plan: Plan, layer: int, spec: ProjectionSpec, experts: range
 def _write_json_atomic(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     with os_errors("write", tmp):
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        with tmp.open("w") as f:
+            f.write(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())  # else a crash after the rename can leave an empty journal or config
         os.replace(tmp, path)
+
+
+def _checked_journal(doc: object, path: Path) -> dict:
+    """``doc`` if it is a journal (fingerprint, finished shards with sha256 and size, source digests)."""
+    finished = doc.get("finished") if isinstance(doc, dict) else None
+    if not (isinstance(finished, dict) and isinstance(doc.get("fingerprint"), str)
+            and isinstance(doc.setdefault("source_digests", {}), dict)
+            and all(isinstance(r, dict) and isinstance(r.get("sha256"), str) and type(r.get("size")) is int
+                    for r in finished.values())):
+        raise OutputError(f"{path} is damaged: expected a fingerprint, finished shards with sha256 and size, and "
+                          f"source digests; delete {path.parent}, then rerun without --resume")
+    return doc
+
+
+def _read_journal(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or not UTF-8
+        reason = exc.strerror if isinstance(exc, OSError) else exc
+        raise OutputError(f"{path} is unreadable ({reason}); delete {path.parent}, then rerun without "
+                          "--resume") from None
+    return _checked_journal(doc, path)
+
+
+def _finished_journal(plan: Plan, partial: Path) -> dict | None:
+    """The journal of a conversion that had finished in ``partial`` but was not renamed into place
+    (chord-pack once removed the journal before that rename), rebuilt from its config.json; None
+    if ``partial`` holds no such conversion of this plan. Its shards are then checked as any."""
+    try:
+        block = load_json(partial / "config.json").get("chord_pack")
+    except ChordPackError:
+        return None
+    if not isinstance(block, dict) or not isinstance(block.get("source"), dict):
+        return None
+    static = {k: v for k, v in block.items() if k not in ("shards", "source_digests")}
+    static["source"] = {k: v for k, v in block["source"].items() if k != "local_path"}
+    shards = block.get("shards")
+    if static != plan.static_block() or not isinstance(shards, dict) or set(shards) != {s.name for s in plan.shards}:
+        return None
+    doc = {"fingerprint": plan.fingerprint(), "finished": shards, "source_digests": block.get("source_digests")}
+    try:
+        return _checked_journal(doc, partial / "config.json")
+    except OutputError:
+        return None
 
 
 def _stale_reason(plan: Plan, shard: Shard, path: Path, recorded: dict[str, str], matches: dict[str, bool]
@@ -244,15 +288,16 @@ def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -
         return journal
     if not resume:
         raise OutputError(f"{partial} holds an interrupted conversion; pass --resume to continue it or delete it")
-    if not journal_path.is_file():
+    if journal_path.is_file():
+        journal = _read_journal(journal_path)
+    elif (journal := _finished_journal(plan, partial)) is None:
         raise OutputError(f"{partial} has no {JOURNAL}; it was not made by chord-pack, delete it")
-    journal = json.loads(journal_path.read_text())
-    if journal.get("fingerprint") != fingerprint:
+    if journal["fingerprint"] != fingerprint:
         raise OutputError(
             f"{partial} was started with other settings or another source (layout, profile, "
             "versions, shard size, expert ranges or index differ); delete it or rerun with the same settings"
         )
-    finished, recorded = journal.get("finished", {}), journal.setdefault("source_digests", {})
+    finished, recorded = journal["finished"], journal["source_digests"]
     if finished:
         progress.note(f"checking that {len(finished)} finished shards are intact and the source has not changed")
     matches: dict[str, bool] = {}
@@ -261,17 +306,20 @@ def _open_partial(plan: Plan, partial: Path, resume: bool, progress: Progress) -
         if rec is None:
             continue
         path = partial / shard.name
-        if not (path.is_file() and path.stat().st_size == rec["size"] and sha256_file(path) == rec["sha256"]):
+        with os_errors("read", path):
+            intact = path.is_file() and path.stat().st_size == rec["size"] and sha256_file(path) == rec["sha256"]
+        if not intact:
             progress.note(f"{shard.name}: damaged or missing in the partial output, redoing it")
         elif stale := _stale_reason(plan, shard, path, recorded, matches):
             progress.note(f"{shard.name}: the source has changed since it was written ({stale}), redoing it")
         else:
             continue
         del finished[shard.name]
-        path.unlink(missing_ok=True)
+        with os_errors("remove", path):
+            path.unlink(missing_ok=True)
     for key, ok in matches.items():
         if not ok:
-            del recorded[key]  # redone from the current source
+            recorded.pop(key, None)  # redone from the current source
     journal["finished"] = finished
     _write_json_atomic(journal_path, journal)
     return journal
@@ -318,7 +366,7 @@ def _resolve_source(source: Source | str | os.PathLike, revision: str | None, pr
     if not Path(src).is_dir():  # Hub: refuse a wrong checkpoint before downloading its shards
         meta = resolve(src, revision, metadata_only=True, progress=progress)
         config = load_json(meta.path / "config.json")
-        detect(config, load_json(meta.path / INDEX_NAME).get("weight_map") or {})
+        detect(config, weight_map_of(load_json(meta.path / INDEX_NAME), meta.path / INDEX_NAME))
         revision = meta.revision or revision
     return resolve(src, revision, progress=progress)
 
@@ -349,8 +397,14 @@ def convert(
         check_sizes(experts_per_tensor=experts_per_tensor)
     layout_named(layout)  # an unknown or unsupported layout fails before any download or read
     output = Path(output)
-    if output.exists() and (not output.is_dir() or any(output.iterdir())):
-        raise OutputError(f"output {output} already exists and is not empty; choose another --output")
+    if output.is_symlink():  # the finished output is renamed into place, which cannot go through a link
+        raise OutputError(f"output {output} is a symbolic link (to {os.readlink(output)}); give a path that is "
+                          "not a link as --output")
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"output {output} is a file, not a directory; choose another --output")
+    with os_errors("read", output):
+        if output.is_dir() and any(output.iterdir()):
+            raise OutputError(f"output {output} already exists and is not empty; choose another --output")
     if isinstance(source, (str, os.PathLike)) and Path(source).is_dir():
         _check_outside(output, Path(source))  # before anything is read
     source = _resolve_source(source, revision, progress)
@@ -429,8 +483,9 @@ class _ShardMaker:
     def write(self, shard: Shard) -> dict:
         """Write ``shard``; returns its journal record."""
         tmp = self.partial / (shard.name + ".incomplete")
-        writer = ShardWriter(tmp, [Entry(i.name, i.dtype, i.shape) for i in shard.items], self.metadata)
-        try:
+        writer = None
+        try:  # the writer is made inside: an interrupt while it writes the header removes the file too
+            writer = ShardWriter(tmp, [Entry(i.name, i.dtype, i.shape) for i in shard.items], self.metadata)
             for item in shard.items:
                 if isinstance(item, CopyItem):
                     self._copy(item, writer)
@@ -440,7 +495,8 @@ class _ShardMaker:
                     self._from_held(item, writer)
             sha = writer.close()
         except BaseException:
-            writer.abort()
+            if writer is not None:
+                writer.abort()
             tmp.unlink(missing_ok=True)
             raise
         with os_errors("write", self.partial / shard.name):
@@ -534,7 +590,12 @@ def _finish(plan: Plan, partial: Path, output: Path, shards: dict[str, dict], di
             shutil.copyfile(path, partial / rel)  # follows HF-cache symlinks: the output is standalone
     with os_errors("write", partial / "README.md"):
         model_card(plan).save(partial / "README.md")
-        (partial / JOURNAL).unlink()
-        if output.exists():
-            output.rmdir()  # empty (checked at the start); rename needs the name free
+    if output.exists():  # empty (checked at the start); the rename needs the name free
+        with os_errors("remove the empty directory", output):
+            output.rmdir()
+    with os_errors(f"rename {partial} to", output):
         os.replace(partial, output)
+    # Removed only now: until the rename, the journal is what lets --resume finish the conversion.
+    # One left by a crash here is a dot-file: upload skips it, and kept_summary reads it as "finished".
+    with contextlib.suppress(OSError):
+        (output / JOURNAL).unlink()

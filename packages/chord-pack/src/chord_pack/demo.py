@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from chord_kernels.formats import random_quantized
-from chord_pack.errors import OutputError
+from chord_pack.errors import ChordPackError, OutputError
 from chord_pack.names import PACKED_PROJECTIONS, SOURCE_PROJECTIONS, expert_name, expert_nk
 
 Style = Literal["k2-thinking", "k2.5"]
@@ -248,10 +248,17 @@ def run_demo(workdir: str | Path, layout: str | None = None, profile: str | None
     from chord_kernels.reference import moe_layer
     from chord_pack.convert import convert
     from chord_pack.load import read_packed
+    from chord_pack.plan import layout_named
     from chord_pack.verify import verify
 
     if layout is None:
         layout = "indexed" if "indexed" in available_layouts() else "reference"
+    # All checked before anything is written: a typo must not leave a directory the rerun refuses.
+    if style not in ("k2-thinking", "k2.5"):
+        raise ChordPackError(f"unknown demo style {style!r}; valid styles: k2-thinking, k2.5")
+    target = layout_named(layout)
+    if profile is not None and profile not in target.profiles:
+        raise ChordPackError(f"layout {layout!r} has no profile {profile!r}; choose one of {list(target.profiles)}")
     root = Path(workdir)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise OutputError(f"demo directory {root} is not empty; give a new or empty directory")

@@ -6,7 +6,7 @@ header lists): a damaged checkpoint is an error here, as it is for ``convert``.
 
 from __future__ import annotations
 
-from chord_pack.detect import detect, load_json
+from chord_pack.detect import detect, load_json, weight_map_of
 from chord_pack.errors import CheckpointError
 from chord_pack.names import EXPERT_RE, SOURCE_PROJECTIONS, expert_nk
 from chord_pack.progress import Progress
@@ -28,6 +28,10 @@ def _local_headers(source: Source, weight_map: dict[str, str], block: dict | Non
     for name, fname in weight_map.items():
         if name not in headers[fname].tensors:
             raise CheckpointError(f"{source.path / fname}: tensor {name} is in {INDEX_NAME} but not in the file")
+    for fname, header in headers.items():  # a loader that goes by the index would never see such a tensor
+        if lacking := [name for name in header.tensors if name not in weight_map]:
+            raise CheckpointError(f"{source.path / fname}: tensor {lacking[0]} is in the file but {INDEX_NAME} "
+                                  f"lacks it ({len(lacking)} such tensors)")
     return headers
 
 
@@ -36,7 +40,7 @@ def describe(src: str, revision: str | None = None, progress: Progress | None = 
     source = resolve(src, revision, metadata_only=True, progress=progress)
     config = load_json(source.path / "config.json")
     index = load_json(source.path / INDEX_NAME)
-    weight_map: dict[str, str] = index.get("weight_map") or {}
+    weight_map = weight_map_of(index, source.path / INDEX_NAME)
     block = config.get("chord_pack")
     local = source.repo_id is None or all((source.path / f).is_file() for f in set(weight_map.values()))
     headers = _local_headers(source, weight_map, block if isinstance(block, dict) else None) if local else {}

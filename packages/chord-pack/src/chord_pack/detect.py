@@ -46,12 +46,26 @@ class ModelInfo:
 
 
 def load_json(path: Path) -> dict:
+    """The JSON object in ``path``; a missing, unreadable or non-object file is a CheckpointError."""
     try:
-        return json.loads(Path(path).read_text())
+        doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise CheckpointError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
+    except OSError as exc:
+        raise CheckpointError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # not JSON, or not UTF-8
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, found a {type(doc).__name__}")
+    return doc
+
+
+def weight_map_of(index: dict, path: Path) -> dict[str, str]:
+    """The ``weight_map`` of ``index`` (read from ``path``; empty if it has none), checked."""
+    weight_map = index.get("weight_map") or {}
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{path}: weight_map must map tensor names to file names, found {weight_map!r:.100}")
+    return weight_map
 
 
 def quantization_config(config: dict) -> tuple[dict | None, tuple[str, ...]]:
@@ -82,9 +96,12 @@ def check_scheme(qc: dict | None, where: str) -> dict:
             f"{where}.quantization_status: expected 'compressed', found {status!r}"
         )
     groups = qc.get("config_groups") or {}
-    if not groups:
-        raise UnsupportedCheckpointError(f"{where}.config_groups: expected at least one group, found none")
+    if not isinstance(groups, dict) or not groups:
+        raise UnsupportedCheckpointError(f"{where}.config_groups: expected an object of groups, found {groups!r:.100}")
     for gname, group in groups.items():
+        if not isinstance(group, dict) or not isinstance(group.get("weights") or {}, dict):
+            raise UnsupportedCheckpointError(
+                f"{where}.config_groups.{gname}: expected an object with an object 'weights', found {group!r:.100}")
         fmt = group.get("format") or qc.get("format")
         if fmt != SOURCE_FORMAT:
             raise UnsupportedCheckpointError(
@@ -132,12 +149,19 @@ def detect(config: dict, weight_map: dict[str, str]) -> ModelInfo:
     text = config.get("text_config") if path[0] == "text_config" else config
     model_type = str(config.get("model_type", "unknown"))
     if path[0] == "text_config":
-        family = "kimi-k2.5" if model_type.startswith("kimi_k25") else f"model_type={model_type}"
-        description = "Kimi K2.5/K2.6 (quantization_config under text_config)"
+        kimi, family, label = model_type.startswith("kimi_k25"), "kimi-k2.5", "Kimi K2.5/K2.6"
+        qc_at = "quantization_config under text_config"
     else:
-        family = ("kimi-k2-thinking" if model_type in ("kimi_k2", "deepseek_v3")
-                  else f"model_type={model_type}")
-        description = "Kimi K2-Thinking (top-level quantization_config)"
+        kimi, family, label = model_type in ("kimi_k2", "deepseek_v3"), "kimi-k2-thinking", "Kimi K2-Thinking"
+        qc_at = "top-level quantization_config"
+    if not kimi:  # laid out like Kimi, but not one: say what it claims to be, not what it resembles
+        family, label = f"model_type={model_type}", f"a Kimi-format checkpoint of model_type {model_type!r}"
+    description = f"{label} ({qc_at})"
+    for key in ("n_routed_experts", "hidden_size", "moe_intermediate_size"):
+        value = text.get(key)
+        if value is not None and (type(value) is not int or value <= 0):
+            raise CheckpointError(f"config.json {'text_config.' if text is not config else ''}{key}: expected a "
+                                  f"positive integer, found {value!r}")
 
     prefixes: set[str] = set()
     experts: dict[int, set[int]] = defaultdict(set)
@@ -169,7 +193,7 @@ def detect(config: dict, weight_map: dict[str, str]) -> ModelInfo:
                 f"layer {layer}: expected experts 0..{num_experts - 1} in the index, "
                 f"missing {missing}{'...' if len(missing) == 5 else ''}"
             )
-    declared = (text or {}).get("n_routed_experts")
+    declared = text.get("n_routed_experts")
     if declared is not None and declared != num_experts:
         raise CheckpointError(
             f"config.json declares n_routed_experts={declared} but the index has {num_experts} experts per layer"
@@ -177,6 +201,5 @@ def detect(config: dict, weight_map: dict[str, str]) -> ModelInfo:
     return ModelInfo(
         family=family, description=description, model_type=model_type, quant_config_path=path,
         prefix=prefix, moe_layers=tuple(sorted(experts)), num_experts=num_experts,
-        hidden_size=(text or {}).get("hidden_size"),
-        moe_intermediate_size=(text or {}).get("moe_intermediate_size"), scheme=scheme,
+        hidden_size=text.get("hidden_size"), moe_intermediate_size=text.get("moe_intermediate_size"), scheme=scheme,
     )

@@ -51,8 +51,8 @@ from chord_kernels.formats import GROUP_SIZE, PACK_FACTOR
 from chord_kernels.packed import Layout, available_layouts, get_layout
 from chord_kernels.packed import pack as ck_pack
 from chord_pack import __version__
-from chord_pack.detect import CHORD_FORMAT, ModelInfo, detect, load_json
-from chord_pack.errors import CheckpointError, ChordPackError
+from chord_pack.detect import CHORD_FORMAT, ModelInfo, detect, load_json, weight_map_of
+from chord_pack.errors import CheckpointError, ChordPackError, os_errors
 from chord_pack.names import (
     EXPERT_KINDS,
     EXPERT_RE,
@@ -365,7 +365,7 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
     config = load_json(root / "config.json")
     index_path = root / INDEX_NAME
     index = load_json(index_path)
-    weight_map: dict[str, str] = index.get("weight_map") or {}
+    weight_map = weight_map_of(index, index_path)
     if not weight_map:
         raise CheckpointError(f"{index_path}: no weight_map")
     info = detect(config, weight_map)
@@ -387,20 +387,16 @@ def make_plan(source: Source, layout: str, profile: str | None = None, options: 
     dims: dict[str, tuple[int, int]] = {}
     for layer in info.moe_layers:
         for proj in SOURCE_PROJECTIONS:
+            want = None
+            if None not in (info.hidden_size, info.moe_intermediate_size):
+                want = expert_nk(proj, info.hidden_size, info.moe_intermediate_size)
             for e in range(info.num_experts):
                 names = [expert_name(info.prefix, layer, e, proj, kind) for kind in EXPERT_KINDS]
                 for name in names:
                     if name not in tensors:
                         raise CheckpointError(f"tensor {name} is missing from {INDEX_NAME}")
-                _check_expert(*(tensors[name] for name in names), proj, dims)
-    for proj, (n, k) in dims.items():
-        if None not in (info.hidden_size, info.moe_intermediate_size):
-            want_n, want_k = expert_nk(proj, info.hidden_size, info.moe_intermediate_size)
-            if (n, k) != (want_n, want_k):
-                raise CheckpointError(
-                    f"{proj}: expert weights are [N={n}, K={k}] but config.json (hidden_size, "
-                    f"moe_intermediate_size) implies [N={want_n}, K={want_k}]"
-                )
+                _check_expert(*(tensors[name] for name in names), proj, dims, want)
+    _check_weight_shapes(info, tensors, dims)
     if dims["gate_proj"] != dims["up_proj"]:
         raise CheckpointError(f"gate_proj is {list(dims['gate_proj'])} but up_proj is {list(dims['up_proj'])}")
 
@@ -466,13 +462,22 @@ def check_sizes(**sizes: int) -> None:
 
 
 def _check_expert(packed_at: tuple[Path, TensorInfo], scale_at: tuple[Path, TensorInfo],
-                  shape_at: tuple[Path, TensorInfo], proj: str, dims: dict[str, tuple[int, int]]) -> None:
+                  shape_at: tuple[Path, TensorInfo], proj: str, dims: dict[str, tuple[int, int]],
+                  want: tuple[int, int] | None) -> None:
+    """Dtypes and shapes of one expert's tensors; ``want`` is its [N, K] by config.json, if known."""
     (fpath, packed), (spath, scale), (hpath, shape) = packed_at, scale_at, shape_at
     for path, t, dtypes in ((fpath, packed, ("I32",)), (spath, scale, ("BF16",)), (hpath, shape, ("I32", "I64"))):
         if t.dtype not in dtypes:
             raise CheckpointError(f"{path}: tensor {t.name} has dtype {t.dtype}, expected {' or '.join(dtypes)}")
     if len(packed.shape) != 2:
         raise CheckpointError(f"{fpath}: tensor {packed.name} has shape {list(packed.shape)}, expected [N, K/8]")
+    # Checked against config.json first, so that a wrong weight_packed is blamed, not its weight_scale.
+    if want is not None and packed.shape != (want[0], want[1] // PACK_FACTOR):
+        raise CheckpointError(
+            f"{fpath}: tensor {packed.name} has shape {list(packed.shape)}, expected "
+            f"{[want[0], want[1] // PACK_FACTOR]} ([N, K/8] for N={want[0]}, K={want[1]} from config.json's "
+            "hidden_size and moe_intermediate_size)"
+        )
     n, k = packed.shape[0], packed.shape[1] * PACK_FACTOR
     if k % GROUP_SIZE or scale.shape != (n, k // GROUP_SIZE):
         raise CheckpointError(
@@ -487,3 +492,23 @@ def _check_expert(packed_at: tuple[Path, TensorInfo], scale_at: tuple[Path, Tens
             f"{fpath}: tensor {packed.name} is [N={n}, K={k}] but other {proj} experts are "
             f"[N={seen[0]}, K={seen[1]}]"
         )
+
+
+def _check_weight_shapes(info: ModelInfo, tensors: dict[str, tuple[Path, TensorInfo]],
+                         dims: dict[str, tuple[int, int]]) -> None:
+    """Every expert's weight_shape must say its [N, K]. They are 16 bytes each, so all are read now,
+    one open per file, and a wrong one fails before anything is written rather than hours in."""
+    by_file: dict[Path, list[tuple[TensorInfo, tuple[int, int]]]] = {}
+    for layer in info.moe_layers:
+        for proj in SOURCE_PROJECTIONS:
+            for e in range(info.num_experts):
+                path, tinfo = tensors[expert_name(info.prefix, layer, e, proj, "weight_shape")]
+                by_file.setdefault(path, []).append((tinfo, dims[proj]))
+    for path, todo in by_file.items():
+        with os_errors("read", path, CheckpointError), path.open("rb") as f:
+            for tinfo, (n, k) in sorted(todo, key=lambda t: t[0].begin):
+                f.seek(tinfo.begin)
+                got = torch.frombuffer(bytearray(f.read(tinfo.nbytes)), dtype=tinfo.torch_dtype).tolist()
+                if got != [n, k]:
+                    raise CheckpointError(f"{path}: tensor {tinfo.name} says {got} but weight_packed/weight_scale "
+                                          f"are [N={n}, K={k}]")

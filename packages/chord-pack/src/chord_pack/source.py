@@ -74,6 +74,9 @@ def resolve(src: str, revision: str | None = None, *, metadata_only: bool = Fals
     """
     local = Path(src).expanduser()
     if local.is_dir():
+        if revision:  # silently reading whatever the directory holds would not be that revision
+            raise SourceError(f"--revision {revision} applies to a Hub SRC, but {src} is a local directory; "
+                              "drop --revision, or check out that revision there")
         m = _CACHE_RE.search(local.resolve().as_posix())
         if m:  # a snapshot inside the HF cache: we know the repo and the exact commit
             return Source(local, f"{m['org']}/{m['name']}", m["rev"])

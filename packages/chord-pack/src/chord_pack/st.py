@@ -102,13 +102,18 @@ def read_header(path: Path) -> Header:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"{path}: header is not valid JSON ({exc})") from exc
+    # Validated as safetensors itself does: a header it would refuse must not make chord-pack read
+    # the wrong bytes (negative or overlapping offsets would hash or copy header bytes as weights).
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{path}: header is a JSON {type(doc).__name__}, expected an object")
     metadata = doc.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(f"{path}: header __metadata__ must map strings to strings, found {metadata!r:.200}")
     data_start = 8 + header_len
     tensors: dict[str, TensorInfo] = {}
+    spans: list[tuple[int, int, str]] = []
     for name, entry in doc.items():
-        dtype, shape, (start, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
-        if dtype not in ITEMSIZE:
-            raise CheckpointError(f"{path}: tensor {name} has unknown safetensors dtype {dtype}")
+        dtype, shape, start, end = _entry(path, name, entry)
         want = nbytes_of(dtype, shape)
         if end - start != want:
             raise CheckpointError(
@@ -121,7 +126,37 @@ def read_header(path: Path) -> Header:
                 f"file has {size} bytes"
             )
         tensors[name] = TensorInfo(name, dtype, shape, data_start + start, want)
-    return Header(path, tensors, {str(k): str(v) for k, v in metadata.items()}, size)
+        spans.append((start, end, name))
+    covered, last = 0, None
+    for start, end, name in sorted(spans):
+        if start != covered:
+            what = f"overlaps tensor {last}" if start < covered else f"leaves bytes {covered}..{start} unused"
+            raise CheckpointError(f"{path}: tensor {name} has data_offsets [{start}, {end}], which {what}; "
+                                  "expected tensors back to back from 0")
+        covered, last = end, name
+    if data_start + covered != size:
+        raise CheckpointError(f"{path}: the tensors end at byte {data_start + covered} but the file has "
+                              f"{size} bytes (trailing data)")
+    return Header(path, tensors, metadata, size)
+
+
+def _entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, ...], int, int]:
+    """dtype, shape, begin, end of header entry ``name``; anything safetensors would refuse fails."""
+    def count(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{path}: tensor {name}: header entry is {entry!r:.100}, expected an object")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if dtype not in ITEMSIZE:
+        raise CheckpointError(f"{path}: tensor {name} has unknown safetensors dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(count(d) for d in shape):
+        raise CheckpointError(f"{path}: tensor {name} has shape {shape!r}, expected a list of non-negative integers")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(count(o) for o in offsets) \
+            or offsets[0] > offsets[1]:
+        raise CheckpointError(f"{path}: tensor {name} has data_offsets {offsets!r}, expected [begin, end] with "
+                              "0 <= begin <= end")
+    return dtype, tuple(shape), offsets[0], offsets[1]
 
 
 def read_tensor(path: Path, info: TensorInfo, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -214,7 +249,11 @@ class ShardWriter:
         with os_errors("create", self.path):
             self._file = self.path.open("wb")
         self.size = 0
-        self._write(build_header(entries, metadata))
+        try:
+            self._write(build_header(entries, metadata))
+        except BaseException:
+            self.abort()  # the caller never got the writer, so cannot close the file itself
+            raise
 
     def _write(self, data: bytes | memoryview) -> None:
         with os_errors("write", self.path):

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from chord_kernels.packed import unpack as ck_unpack
-from chord_pack.detect import CHORD_FORMAT, load_json, quantization_config
+from chord_pack.detect import CHORD_FORMAT, load_json, quantization_config, weight_map_of
 from chord_pack.errors import ChordPackError, SourceError, VerifyError
 from chord_pack.load import block_ranges, block_tensor_name, packed_weight
 from chord_pack.names import (
@@ -46,6 +46,23 @@ from chord_pack.st import Header, TensorInfo, read_header, read_tensor, sha256_t
 
 _RUN_KEYS = ("shards", "source_digests")
 _EXAMPLES = 3
+_BLOCK_KEYS = (("num_experts", int, "an integer"), ("moe_layers", list, "a list of layers"),
+               ("tensor_names", str, "a name pattern"), ("projections", dict, "an object"),
+               ("shards", dict, "an object"))
+_PROJECTION_KEYS = (("sources", list), ("n", int), ("k", int), ("tensors", dict), ("packed_weight", dict))
+
+
+def _block_problems(block: dict) -> list[str]:
+    """What in ``block`` is missing or of the wrong type for verify to go on."""
+    bad = [f"chord_pack.{key} is {block.get(key)!r:.80}, expected {what}"
+           for key, kind, what in _BLOCK_KEYS if not isinstance(block.get(key), kind)]
+    for proj, spec in (block.get("projections") if isinstance(block.get("projections"), dict) else {}).items():
+        missing = [key for key, kind in _PROJECTION_KEYS if not isinstance((spec or {}).get(key), kind)]
+        if not isinstance(spec, dict) or missing:
+            bad.append(f"chord_pack.projections.{proj} lacks {', '.join(missing)} or has the wrong type")
+    if isinstance(block.get("shards"), dict) and not all(isinstance(r, dict) for r in block["shards"].values()):
+        bad.append("chord_pack.shards: every shard's record must be an object with sha256 and size")
+    return bad
 
 
 @dataclass
@@ -112,6 +129,8 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
     root = Path(path)
     report = VerifyReport(root)
     problems = report.problems
+    if not root.is_dir():
+        raise VerifyError(str(root), ["not a directory: verify takes a chord-pack output directory"])
     config = load_json(root / "config.json")
     block = config.get("chord_pack")
     if not isinstance(block, dict):
@@ -121,6 +140,8 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
             f"chord_pack.schema_version is {block.get('schema_version')!r}; this chord-pack reads "
             f"{' and '.join(map(str, SCHEMA_VERSIONS))}"
         ])
+    if bad := _block_problems(block):  # nothing below can be checked without these
+        raise VerifyError(str(root), bad)
     qc, where = quantization_config(config)
     if qc is None or qc.get("format") != CHORD_FORMAT:
         problems.append(f"config.json {'.'.join(where) or 'quantization_config'}.format is "
@@ -137,7 +158,7 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
         static["source"] = {k: v for k, v in static["source"].items() if k != "local_path"}
     shards: dict[str, dict] = block.get("shards") or {}
     index = load_json(root / INDEX_NAME)
-    weight_map: dict[str, str] = index.get("weight_map") or {}
+    weight_map = weight_map_of(index, root / INDEX_NAME)
     if set(weight_map.values()) != set(shards):
         problems.append(f"{INDEX_NAME} names shards {sorted(set(weight_map.values()))} but the "
                         f"chord_pack block lists {sorted(shards)}")
@@ -165,13 +186,26 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
             problems.append(str(exc))
             continue
         headers[name] = header
-        mirrored = header.metadata.get("chord_pack")
-        if mirrored is None or json.loads(mirrored) != static:
+        try:
+            mirrored = json.loads(header.metadata.get("chord_pack", "null"))
+        except ValueError:
+            mirrored = None
+        if mirrored != static:
             problems.append(f"{shard}: header metadata chord_pack does not match config.json's chord_pack block")
         report.shards_checked += 1
     for tensor, shard_name in weight_map.items():
         if shard_name in headers and tensor not in headers[shard_name].tensors:
             problems.append(f"{root / shard_name}: tensor {tensor} is in {INDEX_NAME} but not in the file")
+    # And the other way: a loader that goes by the index would never see a tensor it lacks.
+    in_shards = {tensor: name for name, header in headers.items() for tensor in header.tensors}
+    if unindexed := [f"{t} (in {name})" for t, name in in_shards.items() if t not in weight_map]:
+        problems.append(f"the output's {INDEX_NAME} lacks {len(unindexed)} tensors its shards hold: {_some(unindexed)}")
+    total = (index.get("metadata") or {}).get("total_size")
+    held = sum(info.nbytes for header in headers.values() for info in header.tensors.values())
+    if len(headers) == len(shards) and total is not None and total != held:
+        problems.append(f"{INDEX_NAME}: metadata.total_size is {total!r}, but the shards hold {held} bytes of tensors")
+    tensor_map = {**in_shards, **weight_map}
+    """Every output tensor -> its shard (the index, and the headers for what the index lacks)."""
 
     def out_tensor(name: str) -> torch.Tensor:
         shard_name = weight_map.get(name)
@@ -194,8 +228,12 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
         tensors = {key: out_tensor(block_tensor_name(block, layer, proj, key, experts)) for key in spec["tensors"]}
         return ck_unpack(packed_weight(spec, tensors, e_count if experts is None else len(experts)))
 
-    digests = block.get("source_digests") or {}
-    damaged: list[tuple[int, str, str, range | None]] = []  # (layer, proj, source proj, experts) off digest
+    digests = block.get("source_digests")
+    if not isinstance(digests, dict) or not digests:
+        problems.append("chord_pack.source_digests: none recorded, so the unpacked experts could not be checked")
+        digests = None
+    damaged: dict[tuple[int, str, str, range | None], str] = {}
+    """(layer, proj, source proj, experts) whose unpacked digest is not the recorded one -> that digest."""
     for layer in block["moe_layers"]:
         for proj, spec in block["projections"].items():
             whole = True
@@ -224,10 +262,14 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
                     for e in range(count):
                         h.update(tensor_bytes(packed[e, sl]))
                         h.update(tensor_bytes(scales[e, sl]))
-                    if digests.get(source_digest_key(layer, sproj, experts)) != h.hexdigest():
+                    key = source_digest_key(layer, sproj, experts)
+                    if digests is not None and key not in digests:
+                        problems.append(f"layer {layer} {sproj}{experts_label(experts)}: no source digest recorded "
+                                        f"(chord_pack.source_digests lacks {key})")
+                    elif digests is not None and digests[key] != h.hexdigest():
                         problems.append(f"layer {layer} {sproj}{experts_label(experts)}: unpacked codes/scales "
                                         "do not match the source digest recorded at conversion")
-                        damaged.append((layer, proj, sproj, experts))
+                        damaged[layer, proj, sproj, experts] = h.hexdigest()
                 del packed, scales
             report.projections_checked += whole
 
@@ -236,23 +278,23 @@ def verify(path: str | Path, *, source: Source | str | None = None, use_recorded
     packed_names = {block_tensor_name(block, layer, proj, key, experts)
                     for layer in block["moe_layers"] for proj, spec in block["projections"].items()
                     for key in spec["tensors"] for experts in ranges}
-    copies = [n for n in weight_map if n not in packed_names]
+    copies = [n for n in tensor_map if n not in packed_names]
     if src is None:
         report.unchecked = (
             f"{why_not}, so the expert digests were checked only against the ones recorded at conversion, "
             f"and {len(copies)} non-expert tensors were not compared with the source"
         )
         return report
-    _check_source(report, block, src, weight_map, headers, copies, damaged if compare_experts else [], unpacked)
+    _check_source(report, block, src, tensor_map, headers, copies, damaged, compare_experts, unpacked)
     return report
 
 
 def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: dict[str, str],
                   headers: dict[str, Header], copies: list[str],
-                  damaged: list[tuple[int, str, str, range | None]], unpacked) -> None:
+                  damaged: dict[tuple[int, str, str, range | None], str], compare_experts: bool, unpacked) -> None:
     """Compare with the source ``src`` (see the module docstring); findings go to ``report``."""
     problems, root = report.problems, report.path
-    src_map: dict[str, str] = load_json(src.path / INDEX_NAME).get("weight_map") or {}
+    src_map = weight_map_of(load_json(src.path / INDEX_NAME), src.path / INDEX_NAME)
     prefix, e_count = block.get("tensor_prefix", ""), int(block["num_experts"])
     layers = block["moe_layers"]
     source_projs = [s for spec in block["projections"].values() for s in spec["sources"]]
@@ -283,14 +325,21 @@ def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: di
 
     digests = block.get("source_digests") or {}
     ranges = block_ranges(block)
-    stale = []
+    out_digests = {(layer, sproj, experts): got for (layer, _, sproj, experts), got in damaged.items()}
+    stale, wrong_record = [], []
     try:
         for layer in layers:
             for proj in source_projs:
                 for experts in ranges:
+                    want = digests.get(source_digest_key(layer, proj, experts))
+                    if want is None:
+                        continue  # already reported: nothing recorded to compare with
                     names = source_digest_names(prefix, layer, proj, experts or range(e_count))
-                    if sha256_tensors(at(n) for n in names) != digests.get(source_digest_key(layer, proj, experts)):
-                        stale.append((layer, proj, experts))
+                    got = sha256_tensors(at(n) for n in names)
+                    if got != want:
+                        # Output and source agreeing with each other, not with the record: the record is wrong.
+                        same = out_digests.get((layer, proj, experts)) == got
+                        (wrong_record if same else stale).append((layer, proj, experts))
         report.experts_compared += len(layers) * len(source_projs) * e_count
     except ChordPackError as exc:
         problems.append(f"source {src.describe()}: {exc}")
@@ -301,12 +350,15 @@ def _check_source(report: VerifyReport, block: dict, src: Source, weight_map: di
         problems.append(f"{src.describe()} is not the checkpoint {root} was converted from: none of its "
                         f"{total} {what} match the source digests recorded at conversion")
         return
+    for layer, proj, experts in wrong_record:
+        problems.append(f"layer {layer} {proj}{experts_label(experts)}: the output and the source {src.describe()} "
+                        "agree, so the digest recorded in chord_pack.source_digests is what is wrong")
     for layer, proj, experts in stale:
         problems.append(f"layer {layer} {proj}{experts_label(experts)}: the source {src.describe()} no longer "
                         "matches the digest recorded at conversion (it changed after the conversion: the "
                         "output is stale)")
-    for layer, proj, sproj, experts in damaged:
-        if (layer, sproj, experts) not in stale:  # the source is right, the output is not: name the experts
+    for layer, proj, sproj, experts in damaged if compare_experts else ():
+        if (layer, sproj, experts) not in stale + wrong_record:  # the source is right, the output not: name the experts
             _name_differing_experts(problems, block, layer, proj, sproj, experts, unpacked, at)
 
     differ, mismatched = [], []
