@@ -12,6 +12,7 @@ import vllm_support as vs
 
 vs.require_vllm()  # skips this module without vLLM 0.33 (fails under CHORD_REQUIRE_VLLM=1)
 
+import logging  # noqa: E402
 import re  # noqa: E402
 from pathlib import Path  # noqa: E402
 from types import SimpleNamespace  # noqa: E402
@@ -229,6 +230,27 @@ def test_process_logs_which_layer_chord_serves(ckpt, caplog) -> None:
                "h200_tp8, ChordIndexedExperts, chord reference (PyTorch))" in m for m in _process_logged(layer, caplog))
 
 
+def test_which_layer_chord_serves_is_logged_once_per_process(ckpt) -> None:
+    _, config = vs.quant_config(ckpt["src"])
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    _compat.logger.addHandler(handler)
+    level = _compat.logger.level
+    _compat.logger.setLevel(logging.INFO)
+    _compat._logged.clear()
+    try:
+        for number in (1, 2):  # Kimi has 60 MoE layers: one line, as the line itself says
+            layer = vs.build_layer(config, layer=number, experts=E, hidden=H, intermediate=INTER)
+            vs.load_experts(layer, {n.replace("layers.1.", f"layers.{number}."): t for n, t in ckpt["tensors"].items()})
+            layer.quant_method.process_weights_after_loading(layer)
+    finally:
+        _compat.logger.removeHandler(handler)
+        _compat.logger.setLevel(level)
+    lines = [r.getMessage() for r in records if "Chord serves the routed experts" in r.getMessage()]
+    assert len(lines) == 1 and "of model.layers.1.mlp.experts" in lines[0], lines
+
+
 def test_process_logs_projections_without_small_scales(ckpt, caplog) -> None:
     layer, _ = _loaded(ckpt, "src")
     assert (layer.w13_weight_scale.data.abs() < 2.0 ** -5).all()
@@ -390,6 +412,21 @@ def test_a_local_range_never_loaded_is_an_error(ranged) -> None:
     with pytest.raises(ValueError, match=r"chord w2 tiles of local experts \[6, 7\] were never loaded"):
         layer.quant_method.process_weights_after_loading(layer)
 
+
+@pytest.mark.parametrize("which", ["one tensor of all experts", "indexed, 3 experts per tensor"])
+def test_a_layer_absent_from_the_checkpoint_is_an_error(ckpt, ranged, which) -> None:
+    # vLLM checks no quantized model for unloaded parameters; the tiles would be torch.empty.
+    path = ckpt["packed"] if which == "one tensor of all experts" else ranged[which]["path"]
+    _, config = vs.quant_config(path)
+    layer = vs.build_layer(config, experts=E, hidden=H, intermediate=INTER, ep=2, ep_rank=1)
+    with pytest.raises(ValueError, match=r"chord w13 tiles of local experts \[4, 5, 6, 7\] were never loaded"):
+        layer.quant_method.process_weights_after_loading(layer)
+
+
+def test_dummy_weights_load_no_tiles_and_say_so(ckpt, caplog) -> None:
+    _, config = vs.quant_config(ckpt["packed"])
+    layer = vs.build_layer(config, experts=E, hidden=H, intermediate=INTER, load_format="dummy")
+    assert any("--load-format dummy loads no chord tiles" in m for m in _process_logged(layer, caplog))
 
 def test_a_range_tensor_of_the_wrong_shape_is_refused(ranged) -> None:
     layer, _ = _ranged_layer(ranged, "masked, 2 experts per tensor", ep=2, ep_rank=0)

@@ -3,13 +3,15 @@ of the source weights (whole-tile cuts and the repacking path), without vLLM."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import torch
 from source_slices import tp_w2, tp_w13
 
 import chord_kernels
 from chord_kernels.formats import random_quantized
-from chord_vllm import packed_ckpt
+from chord_vllm import _compat, packed_ckpt
 
 
 def _spec(pw: chord_kernels.PackedWeight) -> packed_ckpt.Projection:
@@ -115,3 +117,26 @@ def test_read_block_takes_expert_ranges_and_refuses_bad_ones() -> None:
             packed_ckpt.read_block({**block, "expert_ranges": bad}, "x/config.json")
     with pytest.raises(ValueError, match="projections.w13 layout is 'masked'; this chord-vllm serves 'indexed'"):
         packed_ckpt.read_block({**block, "layout": "indexed"}, "x/config.json")
+
+
+def test_the_repacking_path_is_logged_once_and_the_tile_cut_is_not() -> None:
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    level = _compat.logger.level
+    _compat.logger.addHandler(handler)
+    _compat.logger.setLevel(logging.INFO)
+    _compat._logged.clear()
+    whole = chord_kernels.pack("indexed", *random_quantized(2, 128, 512), profile="h200_tp8")
+    spec = _spec(whole)
+    try:
+        for tp in (2, 4, 4):  # w2's K per rank: 256 is one whole tile, 128 cuts one (Kimi at TP16)
+            for rank in range(tp):
+                packed_ckpt.rank_slice(whole.tensors["tiles"], "w2", spec, local_experts=[0, 1], tp_rank=rank, tp_size=tp)
+    finally:
+        _compat.logger.removeHandler(handler)
+        _compat.logger.setLevel(level)
+    assert [r.getMessage() for r in records] == [
+        "Chord: chord w2 tiles do not split into whole tiles at TP=4 (128 of 512 channels per rank); loading "
+        "unpacks, slices and repacks them, much slower than cutting tiles (the source checkpoint packs on the "
+        "GPU instead)"]

@@ -125,6 +125,17 @@ def test_bad_switch_value_is_logged_not_raised(fresh_registry, monkeypatch, chor
     assert any("expected 0 (off), 1 (force) or auto, got 'maybe'" in m for m in _messages(chord_log))
 
 
+@pytest.mark.parametrize("value", ["yes", "2", "force"])
+def test_bad_batched_switch_value_is_refused_on_every_deployment(fresh_registry, monkeypatch, chord_log,
+                                                                 value: str) -> None:
+    # Checked at registration: a TP or standard-EP deployment never reaches the batched decision.
+    monkeypatch.setenv("CHORD_VLLM_BATCHED", value)
+    chord_vllm.register()
+    assert get_quantization_config("compressed-tensors") is CompressedTensorsConfig
+    (line,) = [m for m in _messages(chord_log) if "not loaded" in m]
+    assert line.startswith("Chord plugin not loaded: CHORD_VLLM_BATCHED: expected 1") and repr(value) in line
+
+
 @pytest.mark.parametrize("version", ["0.34.0", "0.32.9", "0.34.0rc1", "not-a-version"])
 def test_version_gate(fresh_registry, monkeypatch, chord_log, version: str) -> None:
     monkeypatch.setattr(vllm, "__version__", version)
@@ -274,6 +285,9 @@ FALLBACKS = [
     ("fp16", lambda: ([_scheme()] * 3, _stand_in(in_dtype=torch.float16)), "torch.float16"),
     ("bias", lambda: ([_scheme()] * 3, _stand_in(has_bias=True)), "biases"),
     ("odd intermediate", lambda: ([_scheme()] * 3, _stand_in(intermediate=144)), "not a multiple of 32"),
+    ("FlashInfer all2all", lambda: ([_scheme()] * 3, _stand_in(vs.parallel_config(ep=8, dp=8, all2all="flashinfer_nvlink_one_sided"))),
+     "the flashinfer_nvlink_one_sided all2all is not supported (Chord's experts take allgather_reducescatter, "
+     "deepep_high_throughput, deepep_v2 and deepep_low_latency)"),
 ]
 
 
@@ -349,7 +363,7 @@ def test_batched_switch_off_leaves_deepep_low_latency_to_vllm(on_h200, deepep_ll
 
 def test_batched_experts_still_refuse_what_they_cannot_run(on_h200, deepep_ll_hidden, monkeypatch) -> None:
     nixl = decision.decide(_stand_in(vs.parallel_config(ep=8, dp=8, all2all="nixl_ep")), [_scheme()] * 3)
-    assert not nixl.use_chord and "parallel config" in nixl.reason  # vLLM's own check, its words
+    assert not nixl.use_chord and nixl.reason.startswith("the nixl_ep all2all is not supported (Chord's experts take ")
     monkeypatch.setenv("CHORD_VLLM_BATCHED", "maybe")
     with pytest.raises(ValueError, match=r"CHORD_VLLM_BATCHED: expected 1 \(Chord's batched experts, the default\) "
                                          r"or 0 \(vLLM's\), got 'maybe'"):

@@ -71,8 +71,9 @@ def moe_config(parallel: FusedMoEParallelConfig, *, experts: int, hidden: int, i
 
 
 def build_layer(quant_config, *, layer: int = 1, experts: int, hidden: int, intermediate: int,
-                top_k: int = 2, placement: str = "linear", **parallel) -> RoutedExperts:
-    """A ``RoutedExperts`` of one rank (``tp``/``tp_rank``/``ep``/``ep_rank`` keywords)."""
+                top_k: int = 2, placement: str = "linear", load_format: str = "auto", **parallel) -> RoutedExperts:
+    """A ``RoutedExperts`` of one rank (``tp``/``tp_rank``/``ep``/``ep_rank`` keywords), built under
+    a vLLM config with ``--load-format load_format``."""
     p = parallel_config(**parallel)
     manager = ExpertMapManager(
         max_num_batched_tokens=256, top_k=top_k, global_num_experts=experts, num_redundant_experts=0,
@@ -81,7 +82,7 @@ def build_layer(quant_config, *, layer: int = 1, experts: int, hidden: int, inte
         placement_strategy=placement, enable_eplb=False)
     cfg = moe_config(p, experts=experts, hidden=hidden, intermediate=intermediate, top_k=top_k,
                      local=manager.local_num_experts)
-    with set_current_vllm_config(VllmConfig()):
+    with set_current_vllm_config(VllmConfig(load_config=LoadConfig(load_format=load_format))):
         return RoutedExperts(PREFIX.format(layer=layer), torch.bfloat16, cfg, quant_config,
                              expert_map_manager=manager)
 

@@ -17,7 +17,8 @@ def register() -> None:
     """Install Chord's compressed-tensors config in this process's vLLM (idempotent, no CUDA).
 
     ``CHORD_VLLM=0`` makes it a no-op; a vLLM outside 0.33.x gets a warning and stock vLLM unless
-    ``CHORD_VLLM=1``. vLLM does not catch exceptions from here, so it logs instead of raising.
+    ``CHORD_VLLM=1``. A bad value of ``CHORD_VLLM`` or ``CHORD_VLLM_BATCHED`` leaves the plugin
+    unloaded with an error line: vLLM does not catch exceptions from here, so it logs instead of raising.
     """
     global _registered
     if _registered:
@@ -26,6 +27,7 @@ def register() -> None:
 
     try:
         mode = _compat.mode()
+        _compat.batched_wanted()  # a bad value is refused here too, not only by a DeepEP low-latency layer
     except ValueError as exc:
         _compat.logger.error("Chord plugin not loaded: %s", exc)
         return

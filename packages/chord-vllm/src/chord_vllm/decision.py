@@ -85,6 +85,9 @@ def _layer_problem(layer: RoutedExperts) -> str | None:
     # invariance, ...
     experts, fmt = ((ChordBatchedExperts, mk.FusedMoEActivationFormat.BatchedExperts) if batched
                     else (ChordIndexedExperts, mk.FusedMoEActivationFormat.Standard))
+    if not experts._supports_parallel_config(parallel):  # vLLM's reason would print the whole config
+        return (f"the {parallel.all2all_backend} all2all is not supported (Chord's experts take "
+                "allgather_reducescatter, deepep_high_throughput, deepep_v2 and deepep_low_latency)")
     ok, why = experts.is_supported_config(experts, moe, kInt4Static32, None, fmt)
     return None if ok else why
 

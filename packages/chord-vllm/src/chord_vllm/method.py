@@ -15,6 +15,7 @@ import logging
 
 import torch
 from compressed_tensors.quantization import QuantizationArgs
+from vllm.config import get_current_vllm_config
 from vllm.model_executor.layers.fused_moe import FusedMoEMethodBase, RoutedExperts, SharedExperts
 from vllm.model_executor.layers.fused_moe import modular_kernel as mk
 from vllm.model_executor.layers.fused_moe.all2all_utils import maybe_make_prepare_finalize
@@ -52,6 +53,8 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         """Each global expert's local id on this rank (-1: another rank's), for chord-pack tiles."""
         self._loaded: dict[str, set[int]] = {}
         """Local experts whose chord-pack tiles arrived, per projection."""
+        self._dummy_weights = False
+        """``--load-format dummy``: no tiles arrive, and that is expected (read when the model is built)."""
 
     def maybe_roundup_sizes(self, hidden_size: int, intermediate_size_per_partition: int,
                             act_dtype: torch.dtype, moe_parallel_config: FusedMoEParallelConfig
@@ -88,6 +91,8 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
     def _create_tiles(self, layer: RoutedExperts, num_experts: int, hidden_size: int,
                       intermediate_size_per_partition: int) -> None:
         assert self.packed is not None
+        # vLLM builds the model under its config; the dummy loader later loads no integer tiles.
+        self._dummy_weights = get_current_vllm_config().load_config.load_format == "dummy"
         moe = self.moe
         want = {"w13": (2 * moe.intermediate_size, hidden_size), "w2": (hidden_size, moe.intermediate_size)}
         self._local_of_global = [layer._map_global_expert_id_to_local_expert_id(g) for g in range(moe.num_experts)]
@@ -163,7 +168,7 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         _compat.log_once(logging.INFO, f"Chord serves the routed experts of {self.prefix} "
                                        f"({self.w13.num_experts} local experts, profile {self.profile}, "
                                        f"{type(experts).__name__}, {experts.backend.name}); further "
-                                       "layers are not logged")
+                                       "layers are not logged", key="serves")  # one line, not one per layer
         for proj, weight in (("w13", self.w13), ("w2", self.w2)):
             if not weight.small_scales:  # the kernels' one-fma dequantization needs every scale below 2^-5
                 _compat.log_once(logging.INFO, f"Chord: {self.prefix} {proj} has a scale of 2^-5 or more (or an "
@@ -211,12 +216,14 @@ class ChordWNA16MoEMethod(FusedMoEMethodBase):
         spec = self.packed[proj]
         tiles = getattr(layer, packed_ckpt.param_name(proj)).data
         missing = sorted(g for g, lid in enumerate(self._local_of_global) if lid >= 0 and lid not in self._loaded[proj])
-        if missing and self._loaded[proj]:
+        # vLLM checks no quantized model for unloaded parameters: a layer absent from the checkpoint
+        # (a missing shard) would otherwise serve uninitialized tiles.
+        if missing and not self._dummy_weights:
             raise ValueError(f"{self.prefix}: chord {proj} tiles of local experts {missing} were never loaded: "
                              "the checkpoint lacks their tensors, or vLLM skipped reading them")
-        if missing:  # nothing at all: vLLM's dummy weights (--load-format dummy), or a checkpoint without them
-            _compat.log_once(logging.WARNING, f"Chord: no chord {proj} tiles were loaded into {self.prefix} "
-                                              "(dummy weights?); its experts compute garbage", key="no tiles")
+        if missing:
+            _compat.log_once(logging.WARNING, f"Chord: --load-format dummy loads no chord tiles; the experts of "
+                                              f"{self.prefix} and every other layer compute garbage", key="no tiles")
         if (spec.layout, spec.profile) != (packed_ckpt.LAYOUT, self.profile):
             held = "one tensor of all experts" if spec.ranges is None else f"{len(spec.ranges)} expert ranges"
             _compat.log_once(logging.INFO, f"Chord: the checkpoint was packed as layout {spec.layout}, profile "

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import torch
 
 from chord_kernels import PackedWeight, pack, unpack
 from chord_kernels.indexed.layout import tiles_have_small_scales
+from chord_vllm import _compat
 from chord_vllm._compat import PROFILE_BY_ARCH
 
 SCHEMA_VERSIONS = (1, 2)
@@ -186,7 +188,14 @@ def rank_slice(tiles: torch.Tensor, proj: str, spec: Projection, *, local_expert
         raise ValueError(f"chord {proj}: intermediate size {inter} does not split over TP={tp_size}")
     part = inter // tp_size
     fast = _tile_slice(tiles, proj, spec, part * tp_rank, part)
-    return fast if fast is not None else _repack_slice(tiles, proj, spec, part * tp_rank, part)
+    if fast is not None:
+        return fast
+    # A slower load path (about 60x a whole-tile cut on CPU for Kimi's w2): say so once.
+    _compat.log_once(logging.INFO, f"Chord: chord {proj} tiles do not split into whole tiles at TP={tp_size} "
+                                   f"({part} of {inter} channels per rank); loading unpacks, slices and "
+                                   "repacks them, much slower than cutting tiles (the source checkpoint "
+                                   "packs on the GPU instead)", key=f"repack {proj}")
+    return _repack_slice(tiles, proj, spec, part * tp_rank, part)
 
 
 def _tile_slice(tiles: torch.Tensor, proj: str, spec: Projection, start: int, size: int
