@@ -99,3 +99,16 @@ def test_pack_rejects_k_not_multiple_of_8_and_float_codes() -> None:
         pack_int4(torch.zeros(2, 12, dtype=torch.uint8))
     with pytest.raises(ChordInputError, match="integer dtype"):
         pack_int4(torch.zeros(2, 16))
+
+
+@pytest.mark.parametrize("bad", [16, -1, 255])
+def test_pack_int4_refuses_codes_outside_4_bits(bad):
+    codes = torch.zeros(2, 8, dtype=torch.int64)
+    codes[1, 3] = bad  # once masked to its low nibble: a different weight, silently
+    with pytest.raises(ChordInputError, match=rf"codes: expected unsigned 4-bit codes 0..15, got values in \[{min(bad, 0)}, {max(bad, 0)}\]"):
+        pack_int4(codes.to(torch.uint8) if bad == 255 else codes)
+
+
+def test_random_quantized_refuses_negative_sizes():
+    with pytest.raises(ChordInputError, match=r"shape: expected non-negative integer sizes, got \(-1, 32\)"):
+        random_quantized(-1, 32)

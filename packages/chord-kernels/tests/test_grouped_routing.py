@@ -93,3 +93,17 @@ def test_contiguous_routing_reads_each_block_expert_from_its_first_row() -> None
     sorted_ids, expert_ids, used = contiguous_routing(m_indices, 4)
     assert expert_ids.tolist() == [2, 2, -1, 0] and int(used) == 16
     assert sorted_ids.tolist() == [0, 1, 2, 3, 4, 16, 16, 16, 16, 16, 16, 16, 12, 13, 14, 15]
+
+
+@pytest.mark.parametrize(("masked_m", "max_m", "block_m", "match"), [
+    (torch.tensor([1, 2], dtype=torch.int32), 3, 0, "block_m: expected a positive integer, got 0"),
+    (torch.tensor([1, 2], dtype=torch.int32), -1, 2, "max_m: expected a non-negative integer, got -1"),
+    (torch.tensor([[1, 2]], dtype=torch.int32), 3, 2, r"masked_m: expected 1 dimensions, got shape \(1, 2\)"),
+    (torch.tensor([1.0, 2.0]), 3, 2, "masked_m: expected dtype torch.int32 or torch.int64, got torch.float32"),
+    ([1, 2], 3, 2, "masked_m: expected a torch.Tensor, got list"),
+])
+def test_masked_routing_refuses_bad_arguments(masked_m, max_m, block_m, match):
+    from chord_kernels import ChordInputError
+
+    with pytest.raises(ChordInputError, match=match):
+        masked_routing(masked_m, max_m, block_m)

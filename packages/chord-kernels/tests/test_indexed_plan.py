@@ -349,3 +349,25 @@ def test_packed_weights_plan_like_their_shape() -> None:
     packed, scales = random_quantized(3, 40, 96)
     pw = dataclasses.replace(chord_kernels.pack("indexed", packed, scales, profile="h200_ep8"), small_scales=False)
     assert indexed.plan(pw, block_m=16, capacity=9, num_sms=SMS, arch="sm_90a") is _plan(40, 96, 16, 9)
+
+
+def test_plan_refuses_an_unsupported_arch_and_no_sms():
+    weight = chord_kernels.pack("indexed", *random_quantized(2, 64, 256), profile="h200_ep8")
+    with pytest.raises(chord_kernels.ChordUnsupportedError, match="arch: expected one of .* got 'sm_80'"):
+        indexed.plan(weight, block_m=16, capacity=8, num_sms=132, arch="sm_80")
+    with pytest.raises(chord_kernels.ChordUnsupportedError, match="got 'sm_70'"):
+        indexed.max_workspace_bytes([weight], num_sms=132, arch="sm_70")
+    with pytest.raises(ChordInputError, match="num_sms: expected a positive integer, got 0"):
+        indexed.plan(weight, block_m=16, capacity=8, num_sms=0, arch="sm_90a")
+
+
+def test_moe_experts_checks_its_inputs_before_touching_cuda():
+    # It once went straight to run_gemm, which asked torch.cuda for the device's architecture
+    # (an AssertionError from torch on a CPU build) before any check.
+    w13 = chord_kernels.pack("indexed", *random_quantized(2, 128, 256), profile="h200_ep8")
+    w2 = chord_kernels.pack("indexed", *random_quantized(2, 256, 64), profile="h200_ep8")
+    ids = torch.tensor([[0, 1], [1, 0]])
+    r = chord_kernels.routing.align_block_size(ids, 16, 2)
+    routing = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
+    with pytest.raises(ChordInputError, match="hidden: expected a tensor on cuda, got one on cpu"):
+        indexed.moe_experts(torch.randn(2, 256).bfloat16(), w13, w2, routing, torch.rand(2, 2), ids, block_m=16)

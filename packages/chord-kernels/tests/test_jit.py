@@ -248,3 +248,18 @@ def test_launch_on_gpu_and_under_graph_capture() -> None:
     graph.replay()
     torch.cuda.synchronize()
     assert bool((x == 3).all())
+
+
+def test_an_unusable_cache_dir_is_a_typed_error_and_a_cli_error(tmp_path, monkeypatch, capsys):
+    from chord_kernels.jit import cache
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CHORD_CACHE_DIR", str(blocker / "jit"))
+    with pytest.raises(ChordInputError, match="JIT cache .* expected a directory Chord can create and write"):
+        cache.cache_dir()
+    assert cli_main(["precompile", "--family", "dequant"]) == 2
+    assert "error: JIT cache" in capsys.readouterr().err
+    monkeypatch.setenv("CHORD_CACHE_DIR", str(blocker))
+    assert cli_main(["info"]) == 0
+    assert "JIT cache: unusable" in capsys.readouterr().out

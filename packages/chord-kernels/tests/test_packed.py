@@ -71,3 +71,40 @@ def test_grouped_layouts_are_the_indexed_tiles_under_their_own_record(mode: str)
     other = "masked" if mode == "contiguous" else "contiguous"
     with pytest.raises(ChordLayoutError, match=rf"mode in \['{other}'\]"):
         weight.require(family="grouped", mode=other, what="x")
+
+
+def test_unpack_refuses_what_is_not_a_packed_weight():
+    packed, scales = random_quantized(2, 32, 64)
+    with pytest.raises(ChordLayoutError, match="weight: expected a PackedWeight .* got tuple"):
+        unpack((packed, scales))
+
+
+def test_reference_unpack_checks_its_tensors_against_the_record():
+    from chord_kernels import ChordInputError
+
+    weight = pack("reference", *random_quantized(2, 32, 64), profile="any")
+    with pytest.raises(ChordInputError, match=r"expected tensor 'weight_packed' torch.int32 \[2, 3, 8\], got"):
+        unpack(PackedWeight(**{**weight.__dict__, "n": 3}))  # once returned N=32 tensors for an N=3 record
+    with pytest.raises(ChordInputError, match="expected tensor 'weight_packed' .* got None"):
+        unpack(PackedWeight(**{**weight.__dict__, "tensors": {}}))
+
+
+def test_from_state_dict_refuses_malformed_metadata_values():
+    from chord_kernels import ChordInputError
+
+    weight = pack("indexed", *random_quantized(2, 32, 64), profile="h200_ep8")
+    for key, value in (("chord.n", "x"), ("chord.options", "{")):
+        with pytest.raises(ChordInputError, match="packed-weight metadata: expected integer fields and JSON options"):
+            PackedWeight.from_state_dict({**weight.metadata(), key: value}, weight.state_dict())
+    with pytest.raises(ChordInputError, match="holds no tensors"):
+        _ = PackedWeight(**{**weight.__dict__, "tensors": {}}).device
+
+
+@pytest.mark.parametrize("layout", ["indexed", "contiguous", "masked"])
+def test_tile_layouts_refuse_no_experts_or_no_channels(layout):
+    from chord_kernels import ChordInputError
+
+    packed, scales = random_quantized(2, 32, 64)
+    for p, s in ((packed[:0], scales[:0]), (packed[:, :0], scales[:, :0])):
+        with pytest.raises(ChordInputError, match="expected at least one expert and one output channel"):
+            pack(layout, p, s, profile="h200_ep8")

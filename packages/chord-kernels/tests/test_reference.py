@@ -117,3 +117,55 @@ def test_reference_errors() -> None:
     with pytest.raises(ChordInputError, match="hidden: expected dtype torch.bfloat16"):
         moe_layer(torch.zeros(2, 32), random_quantized(1, 8, 32), random_quantized(1, 32, 32),
                   torch.ones(2, 1), torch.zeros(2, 1, dtype=torch.int64))
+
+
+def _routed_case():
+    packed, scales = random_quantized(4, 64, 256, generator=torch.Generator().manual_seed(3))
+    a = torch.randn(5, 256).bfloat16()
+    r = align_block_size(torch.tensor([[0, 1], [2, 3], [1, 0], [3, 2], [0, 2]]), 16, 4)
+    return a, (packed, scales), r
+
+
+@pytest.mark.parametrize("block_m", [8, 0])
+def test_indexed_gemm_refuses_routing_tensors_of_another_block_size(block_m):
+    a, w, r = _routed_case()
+    with pytest.raises(ChordInputError, match="block_m|num_tokens_post_padded: expected 0..40 entries"):
+        indexed_gemm(a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=2)
+
+
+def test_indexed_gemm_refuses_inconsistent_routing_and_negative_slots():
+    a, w, r = _routed_case()
+    with pytest.raises(ChordInputError, match="num_tokens_post_padded: expected 0..16 entries"):
+        indexed_gemm(a, w, r.sorted_token_ids, r.expert_ids[:1], r.num_tokens_post_padded, block_m=16, top_k=2)
+    slots = r.sorted_token_ids.clone()
+    slots[0] = -3  # once silently read row -3 // 2 = -2 of a
+    with pytest.raises(ChordInputError, match="sorted_token_ids: expected slots 0..9 or the sentinel 10, got -3"):
+        indexed_gemm(a, w, slots, r.expert_ids, r.num_tokens_post_padded, block_m=16, top_k=2)
+    with pytest.raises(ChordInputError, match="topk_weights: expected dtype"):
+        indexed_gemm(a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=16, top_k=2,
+                     topk_weights=torch.ones(5, 2, dtype=torch.int64))
+    with pytest.raises(ChordInputError, match="weight: expected a PackedWeight, a .* got NoneType"):
+        indexed_gemm(a, None, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=16, top_k=2)
+
+
+def test_grouped_references_refuse_mismatched_shapes():
+    packed, scales = random_quantized(4, 64, 256)
+    with pytest.raises(ChordInputError, match="a: expected K=256 columns to match the weight, got 128"):
+        grouped_contiguous(torch.randn(5, 128).bfloat16(), (packed, scales), torch.zeros(5, dtype=torch.int32))
+    with pytest.raises(ChordInputError, match="m_indices: expert 9 is out of range for 4 experts"):
+        grouped_contiguous(torch.randn(2, 256).bfloat16(), (packed, scales), torch.tensor([0, 9], dtype=torch.int32))
+    counts = torch.ones(4, dtype=torch.int32)
+    with pytest.raises(ChordInputError, match="a: expected K=256 columns"):
+        grouped_masked(torch.randn(4, 2, 128).bfloat16(), (packed, scales), counts)
+    with pytest.raises(ChordInputError, match=r"a: expected \[4, max_m, K\] or \[4 \* max_m, K\]"):
+        grouped_masked(torch.randn(5, 256).bfloat16(), (packed, scales), counts)
+
+
+def test_moe_layer_refuses_a_w2_of_another_hidden_size_and_a_foreign_expert_count():
+    w13, w2 = random_quantized(4, 128, 256), random_quantized(4, 256, 64)
+    hidden, ids = torch.randn(5, 256).bfloat16(), torch.randint(0, 4, (5, 2))
+    weights = torch.rand(5, 2)
+    with pytest.raises(ChordInputError, match=r"expected w13 \[E, 2I, H\] and w2 \[E, H, I\] with H=256"):
+        moe_layer(hidden, w13, random_quantized(4, 128, 64), weights, ids)  # once returned [5, 128]
+    with pytest.raises(ChordInputError, match="global_num_experts=2 differs from the 4 experts"):
+        moe_layer(hidden, w13, w2, weights, ids, global_num_experts=2)  # once dropped experts 2 and 3

@@ -123,3 +123,42 @@ def test_align_kernels_refuse_int32_overflow() -> None:
     ids, out = torch.zeros(3, dtype=torch.int32), torch.empty(1, dtype=torch.int32)
     with pytest.raises(ChordUnsupportedError, match="int32 indices"):  # 3 chunks x 2^30 experts
         align.align_into(ids, None, 8, 1 << 30, out, out, out, chunk_slots=1)
+
+
+def test_grouped_layouts_skip_invalid_ids_under_an_expert_map():
+    # -1 (and >= num_experts) ids are not routed, as in align_block_size; under an expert map a -1
+    # id once indexed the map from its end and landed on the last global expert's group.
+    expert_map = torch.tensor([-1, 0, -1, 1])
+    negative = masked_layout(torch.tensor([[1, -1], [3, 1]]), 4, expert_map=expert_map)
+    assert negative.masked_m.tolist() == [2, 1]  # once [2, 2]: the -1 slot in expert 3's group
+    assert negative.row_slots.tolist() == [[0, 3], [2, -1]]
+    ids = torch.tensor([[0, -1], [3, 4]])
+    masked = masked_layout(ids, 4, expert_map=expert_map)
+    assert masked.masked_m.tolist() == [0, 1] and masked.row_slots[1].tolist() == [2]
+    contiguous = contiguous_layout(ids, 4, expert_map=expert_map)
+    assert sorted(contiguous.row_slots[contiguous.row_slots >= 0].tolist()) == [2]
+    plain = masked_layout(ids, 4)  # without a map: 4 is out of range, not routed
+    assert plain.masked_m.tolist() == [1, 0, 0, 1]
+    assert contiguous_layout(ids, 4).m_indices.ne(-1).sum().item() == 2
+
+
+def test_grouped_layouts_refuse_a_map_with_local_ids_past_its_local_count():
+    with pytest.raises(ChordInputError, match=r"expert_map: expected local ids 0\.\.1 .* got 5"):
+        masked_layout(torch.tensor([[0]]), 2, expert_map=torch.tensor([0, 5]))
+
+
+@pytest.mark.parametrize("num_experts", [0, -1, 4.0])
+def test_routing_builders_refuse_a_bad_num_experts(num_experts):
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+    for build in (lambda: contiguous_layout(ids, num_experts), lambda: masked_layout(ids, num_experts),
+                  lambda: align_block_size(ids, 16, num_experts)):
+        with pytest.raises(ChordInputError, match=f"num_experts: expected a positive integer, got {num_experts}"):
+            build()
+
+
+def test_routing_builders_refuse_non_integer_sizes():
+    ids = torch.zeros(2, 1, dtype=torch.int64)
+    with pytest.raises(ChordInputError, match="block_m: expected a positive integer, got 16.0"):
+        align_block_size(ids, 16.0, 4)
+    with pytest.raises(ChordInputError, match="max_m: expected a positive integer, got 4.0"):
+        masked_layout(ids, 4, max_m=4.0)

@@ -21,8 +21,11 @@ def _info() -> int:
         print(f"nvcc: {compiler} ({nvcc.nvcc_version(compiler)})")
     except ChordError as exc:
         print(f"nvcc: not found ({exc}); kernels run only from the cache")
-    cubins = sum(1 for _ in cache.cache_dir().glob("*.cubin"))
-    print(f"JIT cache: {cache.cache_dir()} ({cubins} cubins)")
+    try:
+        root = cache.cache_dir()
+        print(f"JIT cache: {root} ({sum(1 for _ in root.glob('*.cubin'))} cubins)")
+    except ChordError as exc:
+        print(f"JIT cache: unusable ({exc})")
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             cap = torch.cuda.get_device_capability(i)

@@ -6,6 +6,7 @@ and are safe inside CUDA-graph capture.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import torch
@@ -94,3 +95,16 @@ def require_multiple(name: str, value: int, multiple: int, what: str = "") -> in
         suffix = f" ({what})" if what else ""
         raise ChordInputError(f"{name}: expected a positive multiple of {multiple}{suffix}, got {value}")
     return value
+
+
+def require_int(name: str, value: object, *, minimum: int = 0) -> int:
+    """``value`` as a Python int: an integer (a NumPy one too; not a bool, float or tensor) of at least
+    ``minimum``."""
+    try:
+        number = None if isinstance(value, bool | torch.Tensor) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
+        bound = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
+        raise ChordInputError(f"{name}: expected {bound}, got {value!r}")
+    return number

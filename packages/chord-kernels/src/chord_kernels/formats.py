@@ -32,6 +32,10 @@ def pack_int4(codes: torch.Tensor) -> torch.Tensor:
         raise ChordInputError(f"codes: expected an integer dtype, got {codes.dtype}")
     k = codes.shape[-1]
     require_multiple("codes.shape[-1] (K)", k, PACK_FACTOR)
+    if codes.numel() and codes.device.type != "meta":
+        low, high = (int(v) for v in torch.aminmax(codes.to(torch.int16) if codes.dtype == torch.uint8 else codes))
+        if low < 0 or high > 15:
+            raise ChordInputError(f"codes: expected unsigned 4-bit codes 0..15, got values in [{low}, {high}]")
     words = codes.to(torch.int64).reshape(*codes.shape[:-1], k // PACK_FACTOR, PACK_FACTOR)
     # Nibbles occupy disjoint bits, so the sum is their OR; fold the unsigned 32-bit word into
     # int32 two's complement exactly as the compressed-tensors packer stores it.
@@ -99,6 +103,8 @@ def random_quantized(
     if len(shape) not in (2, 3):
         raise ChordInputError(f"shape: expected (N, K) or (E, N, K), got {shape}")
     *lead, n, k = shape
+    if any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in shape):
+        raise ChordInputError(f"shape: expected non-negative integer sizes, got {shape}")
     require_multiple("K", k, GROUP_SIZE, "group size 32")
     gen_device = generator.device if generator is not None else torch.device("cpu")
     codes = torch.randint(0, 16, (*lead, n, k), generator=generator, device=gen_device, dtype=torch.int32)

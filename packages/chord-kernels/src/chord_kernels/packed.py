@@ -48,6 +48,8 @@ class PackedWeight:
 
     @property
     def device(self) -> torch.device:
+        if not self.tensors:
+            raise ChordInputError(f"{self.describe()} holds no tensors, so it has no device")
         return next(iter(self.tensors.values())).device
 
     def to(self, device: torch.device | str) -> PackedWeight:
@@ -126,6 +128,10 @@ class PackedWeight:
             raise ChordInputError(
                 f"packed-weight metadata lacks {METADATA_PREFIX}{missing.args[0]}; got keys {sorted(metadata)}"
             ) from None
+        except ValueError as bad:  # an int field that is not a number, options that are not JSON
+            raise ChordInputError(f"packed-weight metadata: expected integer fields and JSON options, got "
+                                  f"{ {k: v for k, v in metadata.items() if k.startswith(METADATA_PREFIX)} } ({bad})"
+                                  ) from None
 
 
 @runtime_checkable
@@ -198,6 +204,8 @@ def pack(layout: str, packed: torch.Tensor, scales: torch.Tensor, profile: str, 
 
 def unpack(weight: PackedWeight) -> tuple[torch.Tensor, torch.Tensor]:
     """Back to compressed-tensors form (packed int32 ``[E, N, K/8]``, scales bf16 ``[E, N, K/32]``)."""
+    if not isinstance(weight, PackedWeight):
+        raise ChordLayoutError(f"weight: expected a PackedWeight from chord_kernels.pack(...), got {type(weight).__name__}")
     return get_layout(weight.layout).unpack(weight)
 
 
@@ -223,7 +231,15 @@ class ReferenceLayout:
 
     def unpack(self, weight: PackedWeight) -> tuple[torch.Tensor, torch.Tensor]:
         weight.require(family=self.family, what="the reference layout's unpack")
-        return weight.tensors["weight_packed"], weight.tensors["weight_scale"]
+        packed, scales = weight.tensors.get("weight_packed"), weight.tensors.get("weight_scale")
+        e, n, k = weight.num_experts, weight.n, weight.k
+        want = {"weight_packed": (torch.int32, (e, n, k // 8)), "weight_scale": (torch.bfloat16, (e, n, k // GROUP_SIZE))}
+        for name, t in (("weight_packed", packed), ("weight_scale", scales)):
+            if t is None or (t.dtype, tuple(t.shape)) != want[name] or k % GROUP_SIZE:
+                got = None if t is None else (t.dtype, list(t.shape))
+                raise ChordInputError(f"{self.name} weight (E={e}, N={n}, K={k}): expected tensor {name!r} "
+                                      f"{want[name][0]} {list(want[name][1])}, got {got}")
+        return packed, scales
 
 
 register_layout(ReferenceLayout())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from chord_kernels.checks import require_tensor
+from chord_kernels.checks import require_int, require_tensor
 from chord_kernels.errors import ChordInputError
 
 CONTIGUOUS_ALIGNMENT = 128
@@ -80,10 +80,8 @@ def align_block_size(
     (:mod:`chord_kernels.ops.align`), other devices plain PyTorch; both give the same tensors.
     """
     _check_topk_ids(topk_ids)
-    if block_m <= 0:
-        raise ChordInputError(f"block_m: expected a positive integer, got {block_m}")
-    if num_experts <= 0:
-        raise ChordInputError(f"num_experts: expected a positive integer, got {num_experts}")
+    block_m = require_int("block_m", block_m, minimum=1)
+    num_experts = require_int("num_experts", num_experts, minimum=1)
     _check_expert_map(expert_map, num_experts, topk_ids.device)
     device, numel = topk_ids.device, topk_ids.numel()
     capacity, num_blocks = _aligned_sizes(numel, num_experts, block_m)
@@ -139,13 +137,19 @@ def _align_with_torch(topk_ids: torch.Tensor, block_m: int, num_experts: int,
 
 
 def _local_ids(topk_ids: torch.Tensor, num_experts: int, expert_map: torch.Tensor | None) -> tuple[torch.Tensor, int]:
-    """Flat local expert id of every slot (-1 where non-local) and the number of local experts."""
+    """Flat local expert id of every slot (-1 where non-local, or where the id lies outside
+    ``[0, num_experts)``: not routed, as in :func:`align_block_size`) and the number of local experts
+    (the map's local ids must be ``0 .. num_local - 1``; one host read, like the callers' own)."""
     flat = topk_ids.reshape(-1).to(torch.int64)
+    routed = (flat >= 0) & (flat < num_experts)
     if expert_map is None:
-        return flat, num_experts
+        return torch.where(routed, flat, -1), num_experts
     local = expert_map.to(torch.int64)
-    num_local = int((local >= 0).sum().item()) if local.numel() else 0
-    return local[flat], num_local
+    num_local, top = torch.stack([(local >= 0).sum(), local.max()]).tolist()
+    if top >= num_local:
+        raise ChordInputError(f"expert_map: expected local ids 0..{num_local - 1} for its {num_local} local experts, "
+                              f"got {top}")
+    return torch.where(routed, local[flat.clamp(0, num_experts - 1)], -1), num_local
 
 
 def _gather_rows(hidden: torch.Tensor, row_slots: torch.Tensor, top_k: int) -> torch.Tensor:
@@ -185,9 +189,9 @@ def contiguous_layout(
 ) -> ContiguousRouting:
     """Rows for the grouped contiguous GEMM (one host sync: the padded row count)."""
     _check_topk_ids(topk_ids)
+    num_experts = require_int("num_experts", num_experts, minimum=1)
     _check_expert_map(expert_map, num_experts, topk_ids.device)
-    if alignment <= 0:
-        raise ChordInputError(f"alignment: expected a positive integer, got {alignment}")
+    alignment = require_int("alignment", alignment, minimum=1)
     local, groups = _local_ids(topk_ids, num_experts, expert_map)
     keep = torch.nonzero(local >= 0).squeeze(1)
     experts = local[keep]
@@ -241,7 +245,10 @@ def masked_layout(
     ``max_m`` defaults to that largest count; a smaller ``max_m`` is an error, never a silent drop.
     """
     _check_topk_ids(topk_ids)
+    num_experts = require_int("num_experts", num_experts, minimum=1)
     _check_expert_map(expert_map, num_experts, topk_ids.device)
+    if max_m is not None:
+        max_m = require_int("max_m", max_m, minimum=1)
     local, groups = _local_ids(topk_ids, num_experts, expert_map)
     device = local.device
     keep = torch.nonzero(local >= 0).squeeze(1)
@@ -250,7 +257,7 @@ def masked_layout(
     most = int(counts.max().item()) if experts.numel() else 0
     if max_m is None:
         max_m = max(1, most)
-    elif max_m <= 0 or most > max_m:
+    elif most > max_m:
         raise ChordInputError(
             f"max_m: expected a positive integer >= the largest rows per expert ({most}), got {max_m}"
         )

@@ -22,7 +22,7 @@ import functools
 import torch
 
 from chord_kernels import hardware
-from chord_kernels.checks import output_tensor, require_tensor
+from chord_kernels.checks import output_tensor, require_int, require_tensor
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.api import (
     ContiguousRows,
@@ -99,6 +99,9 @@ def masked_routing(masked_m: torch.Tensor, max_m: int, block_m: int) -> Routing:
     """The routing blocks of a masked layout: ``ceil(max_m / block_m)`` blocks per group, row ``r``
     of group ``g`` is slot ``g * max_m + r`` while ``r < masked_m[g]`` (and ``< max_m``), a block
     past the count has expert -1 (skipped), a row past it is a sentinel."""
+    require_tensor("masked_m", masked_m, dtype=(torch.int32, torch.int64), ndim=1)
+    max_m = require_int("max_m", max_m)
+    block_m = require_int("block_m", block_m, minimum=1)
     groups = masked_m.numel()
     key, flat_row, block_start, group, used = _masked_constants(groups, max_m, block_m, masked_m.device)
     valid = masked_m.unsqueeze(1)

@@ -620,6 +620,29 @@ def prepare_layer(w13: PackedWeight, w2: PackedWeight, device: torch.device | st
     default_workspace(reserve, dev, torch.cuda.current_stream(dev), reserve=reserve)
 
 
+def check_layer(hidden: torch.Tensor, w13: PackedWeight, w2: PackedWeight, topk_weights: torch.Tensor,
+                topk_ids: torch.Tensor, expert_map: torch.Tensor | None, *, what: str) -> None:
+    """Refuse a layer's inputs that :func:`fused_moe` and :func:`moe_experts` cannot run (metadata
+    only: no device read), before anything is launched."""
+    require_tensor("hidden", hidden, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
+    require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=hidden.device)
+    require_tensor("topk_weights", topk_weights, dtype=(torch.float32, torch.bfloat16),
+                   shape=tuple(topk_ids.shape), device=hidden.device)
+    if expert_map is not None:
+        require_tensor("expert_map", expert_map, dtype=(torch.int32, torch.int64), ndim=1, device=hidden.device)
+    if topk_ids.shape[0] != hidden.shape[0]:
+        raise ChordInputError(f"topk_ids: expected {hidden.shape[0]} rows to match hidden, got {topk_ids.shape[0]}")
+    check_weight(w13, hidden.device, what=what)
+    check_weight(w2, hidden.device, what=what)
+    if w13.num_experts != w2.num_experts:
+        raise ChordInputError(f"w13 has {w13.num_experts} experts but w2 has {w2.num_experts}")
+    if w13.k != hidden.shape[1] or w2.n != hidden.shape[1] or w13.n != 2 * w2.k:
+        raise ChordInputError(
+            f"expected w13 [E, 2I, H] and w2 [E, H, I] with H={hidden.shape[1]}, got w13 "
+            f"[{w13.num_experts}, {w13.n}, {w13.k}] and w2 [{w2.num_experts}, {w2.n}, {w2.k}]"
+        )
+
+
 def fused_moe(
     hidden: torch.Tensor,
     w13: PackedWeight,
@@ -642,21 +665,7 @@ def fused_moe(
     The routing is :func:`~chord_kernels.routing.align_block_size` (CUDA kernels). Before CUDA-graph
     capture, call it once eagerly, or :func:`prepare` both weights and ``ops.align.prepare``.
     """
-    require_tensor("hidden", hidden, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
-    require_tensor("topk_ids", topk_ids, dtype=(torch.int32, torch.int64), ndim=2, device=hidden.device)
-    require_tensor("topk_weights", topk_weights, dtype=(torch.float32, torch.bfloat16),
-                   shape=tuple(topk_ids.shape), device=hidden.device)
-    if topk_ids.shape[0] != hidden.shape[0]:
-        raise ChordInputError(f"topk_ids: expected {hidden.shape[0]} rows to match hidden, got {topk_ids.shape[0]}")
-    check_weight(w13, hidden.device)
-    check_weight(w2, hidden.device)
-    if w13.num_experts != w2.num_experts:
-        raise ChordInputError(f"w13 has {w13.num_experts} experts but w2 has {w2.num_experts}")
-    if w13.k != hidden.shape[1] or w2.n != hidden.shape[1] or w13.n != 2 * w2.k:
-        raise ChordInputError(
-            f"expected w13 [E, 2I, H] and w2 [E, H, I] with H={hidden.shape[1]}, got w13 "
-            f"[{w13.num_experts}, {w13.n}, {w13.k}] and w2 [{w2.num_experts}, {w2.n}, {w2.k}]"
-        )
+    check_layer(hidden, w13, w2, topk_weights, topk_ids, expert_map, what="chord_kernels.indexed.fused_moe")
     num_experts = global_num_experts if global_num_experts is not None else w13.num_experts
     if expert_map is None and num_experts != w13.num_experts:
         raise ChordInputError(
@@ -668,8 +677,7 @@ def fused_moe(
     block_m = layer_block_m(w13, w2, local_slots)
     routing = align_block_size(topk_ids, block_m, num_experts, expert_map)
     args = (routing.sorted_token_ids, routing.expert_ids, routing.num_tokens_post_padded)
-    return moe_experts(hidden, w13, w2, args, topk_weights, topk_ids, block_m=block_m, expert_map=expert_map,
-                       workspace=workspace)
+    return _experts(hidden, w13, w2, args, topk_weights, topk_ids, block_m, expert_map, workspace, None)
 
 
 def routing_order_rows(w13: PackedWeight, w2: PackedWeight, routing: Routing, block_m: int,
@@ -711,6 +719,14 @@ def moe_experts(
     bf16 ``[M, H]``. Where both GEMMs run on the WGMMA kernel, gate_up writes its rows in routing
     order (``gemm(..., out_position)``) and down loads them block by block with tensor copies
     instead of gathering them row by row; elsewhere the activation is in slot order."""
+    check_layer(hidden, w13, w2, topk_weights, topk_ids, expert_map, what="chord_kernels.indexed.moe_experts")
+    return _experts(hidden, w13, w2, routing, topk_weights, topk_ids, block_m, expert_map, workspace, out)
+
+
+def _experts(hidden: torch.Tensor, w13: PackedWeight, w2: PackedWeight, routing: Routing, topk_weights: torch.Tensor,
+             topk_ids: torch.Tensor, block_m: int, expert_map: torch.Tensor | None, workspace: torch.Tensor | None,
+             out: torch.Tensor | None) -> torch.Tensor:
+    """:func:`moe_experts` on inputs :func:`check_layer` passed (``fused_moe`` checks them once)."""
     global_experts = expert_map.numel() if expert_map is not None else w13.num_experts
     tok_e = topk_ids.numel() / max(1, global_experts)
     in_order = routing_order_rows(w13, w2, routing, block_m, hidden.device, tok_e) > 0

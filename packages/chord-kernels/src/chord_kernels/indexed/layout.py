@@ -172,6 +172,9 @@ class IndexedLayout:
         n, k = check_quantized(packed, scales)
         if packed.dim() == 2:
             packed, scales = packed.unsqueeze(0), scales.unsqueeze(0)
+        if packed.shape[0] == 0 or n == 0:
+            raise ChordInputError(f"the {self.name} layout: expected at least one expert and one output channel, "
+                                  f"got packed shape {list(packed.shape)}")
         e, kg = packed.shape[0], k // ATOM_K
         n16 = -(-n // ATOM_N)
         pad = n16 * ATOM_N - n

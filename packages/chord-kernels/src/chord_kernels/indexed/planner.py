@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from chord_kernels import hardware
-from chord_kernels.errors import ChordInputError
+from chord_kernels.checks import require_int
+from chord_kernels.errors import ChordInputError, ChordUnsupportedError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
 from chord_kernels.indexed.heuristics import (
     WGMMA_BLOCK_MS,
@@ -37,7 +38,7 @@ from chord_kernels.indexed.heuristics import (
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.workspace import WorkspaceLayout
-from chord_kernels.jit import DEFAULT_ARCH, CudaKernel
+from chord_kernels.jit import DEFAULT_ARCH, SUPPORTED_ARCHS, CudaKernel
 from chord_kernels.packed import PackedWeight
 
 KernelConfig = DecodeConfig | WgmmaConfig
@@ -104,6 +105,10 @@ def routing_capacity(sorted_token_ids: torch.Tensor, expert_ids: torch.Tensor, b
 
 def _device_facts(device: torch.device | str | int | None, num_sms: int | None,
                   arch: str | None) -> tuple[int, str]:
+    if arch is not None and arch not in SUPPORTED_ARCHS:
+        raise ChordUnsupportedError(f"arch: expected one of {list(SUPPORTED_ARCHS)}, got {arch!r}")
+    if num_sms is not None:
+        require_int("num_sms", num_sms, minimum=1)
     if num_sms is not None and arch is not None:
         return num_sms, arch
     index = hardware.cuda_device(device).index

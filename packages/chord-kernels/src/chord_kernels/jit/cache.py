@@ -20,7 +20,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from chord_kernels.errors import ChordCompileError
+from chord_kernels.errors import ChordCompileError, ChordInputError
 
 INCLUDE_DIR = Path(__file__).resolve().parent.parent / "include"
 BASE_FLAGS: tuple[str, ...] = ("-O3", "-std=c++17", "-cubin", "-lineinfo", "--expt-relaxed-constexpr")
@@ -30,7 +30,11 @@ def cache_dir() -> Path:
     """``$CHORD_CACHE_DIR``, else ``~/.cache/chord/jit``."""
     root = os.environ.get("CHORD_CACHE_DIR") or Path.home() / ".cache" / "chord" / "jit"
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ChordInputError(f"JIT cache ($CHORD_CACHE_DIR or ~/.cache/chord/jit): expected a directory Chord can "
+                              f"create and write, got {str(path)!r} ({exc.strerror or exc})") from None
     return path
 
 
