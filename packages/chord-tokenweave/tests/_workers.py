@@ -168,3 +168,34 @@ def plane_plumbing_worker(rank: int, world_size: int, model: str, tokens: int,
                       routing=log.frozen())
         out[variant] = (y.float() - ref.float()).abs().max().item()
     return out
+
+
+def mismatch_worker(rank: int, world_size: int) -> dict[str, str]:
+    """Calls whose arguments differ across ranks (or are wrong on one rank only): every rank
+    must raise TokenWeaveInputError instead of aborting in gloo, computing garbage or waiting."""
+    out: dict[str, str] = {}
+
+    def call(name: str, tokens: int, hidden: int, dtype: torch.dtype, own_rows: int | None = None,
+             fn: Any = fused_allreduce_rmsnorm) -> None:
+        x = torch.ones(tokens, hidden, dtype=dtype)
+        w = torch.ones(hidden, dtype=dtype)
+        if fn is fused_allreduce_rmsnorm:
+            lo, hi = shard_range(tokens, world_size, rank)
+            res = torch.zeros(hi - lo if own_rows is None else own_rows, hidden, dtype=dtype)
+        else:
+            res = torch.zeros(tokens if own_rows is None else own_rows, hidden, dtype=dtype)
+        try:
+            y, _ = fn(x, res, w, 1e-5)
+            out[name] = f"ok {list(y.shape)} {y.dtype}"
+        except TokenWeaveError as exc:
+            out[name] = f"{type(exc).__name__}: {exc}"
+
+    call("tokens", 4 + rank, 8, torch.bfloat16)
+    call("hidden", 4, 8 + rank, torch.bfloat16)
+    call("dtype", 4, 8, torch.bfloat16 if rank == 0 else torch.float16)
+    call("one_rank_bad_residual", 4, 8, torch.bfloat16, own_rows=3 if rank == 1 else None)
+    call("sequential_tokens", 4 + rank, 8, torch.bfloat16, fn=allreduce_add_rmsnorm)
+    call("sequential_bad_residual", 4, 8, torch.bfloat16, own_rows=3 if rank == 1 else None,
+         fn=allreduce_add_rmsnorm)
+    call("same", 4, 8, torch.bfloat16)  # the group still works afterwards
+    return out

@@ -68,3 +68,38 @@ def test_layer_benchmark_code_path_on_cpu(tmp_path: Path) -> None:
     assert row["check_ok"] and row["x_same_on_ranks"] and row["sequential_same_on_ranks"]
     assert row["boundary_fused_bad"] == [] and row["boundary_tokenweave_bad"] == []
     assert row["boundary_tokenweave_max_y_err"] < 0.05
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["split", "--num-sms", "0"], "--num-sms: expected a positive integer, got '0'"),
+        (["split", "--world-size", "0"], "--world-size: expected a positive integer, got '0'"),
+        (["split", "--world-size", "3"], "num_heads=64 is not divisible by world size 3"),
+        (["profile", "--device", "cpu", "--scale", "tiny", "--world-size", "0", "--output",
+          "t.json"], "--world-size: expected a positive integer"),
+        (["profile", "--device", "cpu", "--scale", "tiny", "--world-size", "3", "--output",
+          "t.json"], "tiny-dense: num_heads=8 is not divisible by world size 3"),
+        (["profile", "--device", "cpu", "--scale", "tiny", "--layers", "0", "--output",
+          "t.json"], "--layers: expected a positive integer"),
+        (["profile", "--device", "cpu", "--scale", "tiny", "--timeout", "-1", "--output",
+          "t.json"], "--timeout: expected a positive number"),
+        (["bench", "layer", "--table", "bad.json"], "'weave' must be bool, found 'false'"),
+        (["bench", "layer", "--table", "missing.json"], "no split table at missing.json"),
+    ],
+)
+def test_bad_values_are_usage_errors(argv: list[str], message: str, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """Refused with exit status 2 and a message before any process starts (these used to be
+    ZeroDivisionError / IndexError tracebacks, or splits printed for an impossible TP size)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.json").write_text(
+        '{"format": "chord-tokenweave-table", "version": 1, "world_size": 2, "hidden": 8192, '
+        '"threshold": null, "entries": {"256": {"split": 128, "num_ctas": 8, "weave": "false"}}}'
+    )
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json"]

@@ -144,3 +144,31 @@ def test_boundary_checks_catch_a_planted_bug() -> None:
 def test_gpu_path_plumbing_with_an_emulated_kernel(model: str) -> None:
     for res in launch(plane_plumbing_worker, 2, model, 13, 6, timeout_s=120):
         assert res["fused"] < 0.1 and res["tokenweave"] < 0.1, res  # NaN fails too
+
+
+def test_ranks_that_disagree_get_a_typed_error_on_every_rank() -> None:
+    from _workers import mismatch_worker
+
+    start = time.monotonic()
+    results = launch(mismatch_worker, 2, timeout_s=60)
+    assert time.monotonic() - start < 30
+    for rank, res in enumerate(results):
+        for case, want in (("tokens", "rank 0: [4, 8] bfloat16, rank 1: [5, 8] bfloat16"),
+                           ("hidden", "rank 0: [4, 8] bfloat16, rank 1: [4, 9] bfloat16"),
+                           ("dtype", "rank 0: [4, 8] bfloat16, rank 1: [4, 8] float16"),
+                           ("sequential_tokens", "rank 1: [5, 8]")):
+            assert res[case].startswith("TokenWeaveInputError"), (rank, case, res[case])
+            assert want in res[case], (rank, case, res[case])
+        for case in ("one_rank_bad_residual", "sequential_bad_residual"):
+            assert res[case].startswith("TokenWeaveInputError"), (rank, case, res[case])
+            # The rank with the bad residual names it; its peer says who stopped it.
+            want = "residual (" if rank == 1 else "rank(s) [1] of 2 rejected"
+            assert want in res[case], (rank, case, res[case])
+        assert res["same"] == "ok [4, 8] torch.bfloat16"
+
+
+def test_launch_refuses_an_empty_world() -> None:
+    from chord_tokenweave.errors import TokenWeaveInputError
+
+    with pytest.raises(TokenWeaveInputError, match="world_size must be a positive int, got 0"):
+        launch(sleepy_worker, 0, timeout_s=5)

@@ -118,3 +118,21 @@ def test_disable_multicast_forces_and_warns(monkeypatch: pytest.MonkeyPatch) -> 
         disable_multicast()
     assert multicast_env_ok()
     assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"
+
+
+def test_importing_the_package_forces_no_multicast() -> None:
+    """The library all-reduce (``allreduce_add_rmsnorm``, the model's sequential variant) creates
+    NCCL communicators outside any workspace: importing the package must already have forced
+    the no-multicast variables."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in NO_MULTICAST_ENV}
+    env["NCCL_NVLS_ENABLE"] = "1"
+    code = ("import os, warnings; warnings.simplefilter('ignore'); "
+            "from chord_tokenweave.fused import allreduce_add_rmsnorm; "
+            "print(','.join(os.environ.get(k, '-') for k in "
+            "('NCCL_NVLS_ENABLE', 'TORCH_SYMM_MEM_DISABLE_MULTICAST', 'NVSHMEM_DISABLE_NVLS')))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    assert out.strip() == "0,1,1"

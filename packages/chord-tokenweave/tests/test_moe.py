@@ -66,3 +66,13 @@ def test_library_decision_runs_the_sequential_path() -> None:
                       trace=trace)
     assert torch.equal(y, model.forward(x, "sequential"))
     assert {e.split for e in trace} == {0}  # one split: no weave
+
+
+def test_a_decision_for_another_batch_is_refused() -> None:
+    model = TPModel(TINY_MOE, num_layers=1, seed=2)
+    x = torch.randn(100, TINY_MOE.hidden).to(torch.bfloat16)
+    with pytest.raises(TokenWeaveInputError, match="decision is for 300 tokens, this batch has 100"):
+        model.forward(x, "tokenweave", decision=Decision(300, True, 150, 4, None))
+    for split in (0, 100, 200, -5, None):
+        with pytest.raises(TokenWeaveInputError, match=r"needs a split in \(0, 100\)"):
+            model.forward(x, "tokenweave", decision=Decision(100, True, split, 4, None))

@@ -82,3 +82,25 @@ def test_same_answer_every_call() -> None:
     gemms = MIXTRAL_8X22B.gemm_shapes(8)
     for t, sms in itertools.product((1024, 3000, 8192), (132, 78)):
         assert wave_aware_split(t, gemms, num_sms=sms) == wave_aware_split(t, gemms, num_sms=sms)
+
+
+@pytest.mark.parametrize("tokens", [170, 513, 1001, 1025, 4097])
+def test_both_halves_hold_at_least_min_fraction(tokens: int) -> None:
+    """170 tokens used to split 128/42 (42 < 42.5 = 25%), 513 tokens 128/385 (128 < 128.25)."""
+    gemms = [GemmShape(n=128 * 132, k=64)]  # every extra row-tile costs a wave: edges win
+    s = wave_aware_split(tokens, gemms)
+    assert s is None or min(s, tokens - s) >= 0.25 * tokens, s
+    # ...and a split is still found wherever an aligned one satisfies the bound.
+    allowed = [c for c in range(128, tokens, 128) if min(c, tokens - c) >= 0.25 * tokens]
+    assert (s is None) == (not allowed)
+
+
+def test_bad_sm_count_and_world_size_are_input_errors() -> None:
+    with pytest.raises(TokenWeaveInputError, match="num_sms"):
+        wave_aware_split(1024, LLAMA_3_3_70B.gemm_shapes(2), num_sms=0)
+    with pytest.raises(TokenWeaveInputError, match="num_sms"):
+        GemmShape(n=128, k=128).waves(128, num_sms=0)
+    with pytest.raises(TokenWeaveInputError, match="world size"):
+        LLAMA_3_3_70B.gemm_shapes(0)
+    with pytest.raises(TokenWeaveInputError, match="num_heads=64 is not divisible by world size 3"):
+        LLAMA_3_3_70B.gemm_shapes(3)

@@ -105,3 +105,44 @@ def test_library_fallback_entry(tmp_path: Path) -> None:
     for entry in doc["entries"].values():
         entry.pop("library")
     assert not any(e.library for e in SplitTable.from_json(doc).entries.values())
+
+
+_GOOD_ENTRY = {"split": 128, "num_ctas": 8, "weave": True}
+
+
+@pytest.mark.parametrize(
+    ("doc", "match"),
+    [
+        ([1, 2], "expected a JSON object, found list"),
+        ({"entries": [1]}, "'entries' must be an object"),
+        ({"entries": {"256": 5}}, "entry '256': expected an object, found int"),
+        ({"entries": {"256": {**_GOOD_ENTRY, "weave": "false"}}}, "'weave' must be bool"),
+        ({"entries": {"256": {**_GOOD_ENTRY, "library": "no"}}}, "'library' must be bool"),
+        ({"entries": {"256": {**_GOOD_ENTRY, "split": 128.7}}}, "'split' must be int or null"),
+        ({"entries": {"256": {**_GOOD_ENTRY, "times_us": [1]}}}, "'times_us' must map"),
+        ({"entries": {"x": _GOOD_ENTRY}}, "key must be a token count"),
+        ({"align": 0}, "align must be positive, got 0"),
+        ({"world_size": 0}, "world_size must be positive, got 0"),
+        ({"hidden": "64"}, "'hidden' must be int"),
+        ({"threshold": 1.5}, "'threshold' must be int or null"),
+        ({"meta": [1]}, "'meta' must be an object"),
+    ],
+)
+def test_malformed_tables_raise_table_error(tmp_path: Path, doc: object, match: str) -> None:
+    """Every malformed file is a TableError naming what was expected and found (not an
+    AttributeError / ZeroDivisionError later, and never ``"false"`` read as true)."""
+    if isinstance(doc, dict):
+        doc = {"format": "chord-tokenweave-table", "version": 1, "world_size": 2, "hidden": 64,
+               "threshold": 128, "entries": {"256": _GOOD_ENTRY}, **doc}
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(TableError, match=match):
+        SplitTable.load(path).decide(300)
+
+
+def test_unreadable_table_files_raise_table_error(tmp_path: Path) -> None:
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe garbage")
+    with pytest.raises(TableError, match="not valid JSON"):
+        SplitTable.load(tmp_path / "bin.json")
+    with pytest.raises(TableError, match="cannot read"):
+        SplitTable.load(tmp_path)  # a directory

@@ -1,7 +1,11 @@
 """chord_tokenweave: TokenWeave-style overlap for tensor parallelism, without NVLink multicast.
 
-Importing this package does not touch CUDA. The Triton kernels load only where Triton is
-installed (the ``gpu`` extra); everything else runs on CPU with gloo.
+Importing this package does not touch CUDA, but it does force the no-multicast environment
+(:data:`NO_MULTICAST_ENV`, with a warning where a variable said otherwise), so that every NCCL
+communicator and symmetric allocation made after the import — including the library all-reduce of
+:func:`allreduce_add_rmsnorm` and the reference model's — runs without NVLink multicast. The Triton
+kernels load only where Triton is installed (the ``gpu`` extra); everything else runs on CPU with
+gloo.
 """
 
 from __future__ import annotations
@@ -19,6 +23,10 @@ from chord_tokenweave.numerics import add_rmsnorm_reference, shard_range
 from chord_tokenweave.split import GemmShape, wave_aware_split
 from chord_tokenweave.table import Decision, SplitTable, TableEntry
 from chord_tokenweave.workspace import SymmetricWorkspace
+
+# Importing the submodules above creates no communicator or symmetric memory; this runs before
+# anything of this package can.
+disable_multicast()
 
 __version__ = "0.1.0"
 

@@ -32,6 +32,26 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     from chord_tokenweave.model import MODELS
 
@@ -40,32 +60,32 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("split", help="print the wave-aware split for token counts (no GPU)")
     s.add_argument("--model", choices=sorted(MODELS), default="llama-3.3-70b")
-    s.add_argument("--world-size", type=int, default=2)
+    s.add_argument("--world-size", type=_positive_int, default=2)
     s.add_argument("--tokens", type=_ints, default=[1024, 2048, 4096, 8192])
-    s.add_argument("--num-sms", type=int, default=132)
+    s.add_argument("--num-sms", type=_positive_int, default=132)
 
     pr = sub.add_parser("profile", help="measure splits/CTA counts and write the JSON table")
     pr.add_argument("--model", choices=sorted(MODELS), default="llama-3.3-70b")
-    pr.add_argument("--world-size", type=int, default=2)
+    pr.add_argument("--world-size", type=_positive_int, default=2)
     pr.add_argument("--tokens", type=_ints, default=[512, 1024, 2048, 4096, 8192, 16384])
-    pr.add_argument("--layers", type=int, default=2, help="layers to time (weights are random)")
+    pr.add_argument("--layers", type=_positive_int, default=2, help="layers to time (weights are random)")
     pr.add_argument("--output", type=Path, required=True)
     pr.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     pr.add_argument("--scale", choices=["full", "tiny"], default="full",
                     help="tiny: small look-alike shapes (CPU smoke runs)")
-    pr.add_argument("--timeout", type=float, default=900.0)
+    pr.add_argument("--timeout", type=_positive_float, default=900.0)
 
     b = sub.add_parser("bench", help="kernel-level or layer-level benchmarks on N GPUs")
     b.add_argument("what", choices=["kernel", "layer"])
-    b.add_argument("--world-size", type=int, default=2)
+    b.add_argument("--world-size", type=_positive_int, default=2)
     b.add_argument("--model", choices=sorted(MODELS), default="llama-3.3-70b")
     b.add_argument("--tokens", type=_ints, default=None)
-    b.add_argument("--hidden", type=int, default=8192)
+    b.add_argument("--hidden", type=_positive_int, default=8192)
     b.add_argument("--ctas", type=_ints, default=None)
-    b.add_argument("--layers", type=int, default=2)
+    b.add_argument("--layers", type=_positive_int, default=2)
     b.add_argument("--table", type=Path, default=None, help="profiler table for the layer bench")
     b.add_argument("--out", type=Path, default=Path("bench-results"))
-    b.add_argument("--timeout", type=float, default=900.0)
+    b.add_argument("--timeout", type=_positive_float, default=900.0)
     return p
 
 
@@ -73,6 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     disable_multicast()
     parser = _parser()
     args = parser.parse_args(argv)
+    from chord_tokenweave.errors import TableError, TokenWeaveInputError
+    from chord_tokenweave.model import MODELS, TINY_DENSE, TINY_MOE
+
+    try:
+        # Arguments that cannot work are refused before any process starts.
+        if not (args.command == "bench" and args.what == "kernel"):
+            cfg = MODELS[args.model]
+            if getattr(args, "scale", "full") == "tiny":
+                cfg = TINY_MOE if cfg.is_moe else TINY_DENSE
+            cfg.check_world_size(args.world_size)
+        if getattr(args, "table", None) is not None:
+            from chord_tokenweave.table import SplitTable
+
+            SplitTable.load(args.table, world_size=args.world_size)
+    except (TokenWeaveInputError, TableError) as exc:
+        parser.error(str(exc))
     if args.command != "split" and getattr(args, "device", "cuda") == "cuda":
         found = _visible_gpus()
         if found < args.world_size:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from chord_tokenweave.env import disable_multicast
-from chord_tokenweave.errors import TokenWeaveError
+from chord_tokenweave.errors import TokenWeaveError, TokenWeaveInputError
 
 
 def free_port() -> int:
@@ -83,6 +83,9 @@ def launch(
     import multiprocessing
 
     import torch.multiprocessing as mp
+
+    if not isinstance(world_size, int) or world_size < 1:
+        raise TokenWeaveInputError(f"world_size must be a positive int, got {world_size!r}")
 
     disable_multicast()
     # A fork server imports torch once and forks every rank from a process that never ran an

@@ -1,8 +1,10 @@
 """The no-multicast rule: NVLink multicast / multimem / NVLS is never used on our machines.
 
 These variables must be in the environment before NCCL communicators or symmetric memory are
-created; :func:`disable_multicast` sets them (overriding other values, with a warning) and every
-entry point of this package calls it before touching CUDA or process groups.
+created; :func:`disable_multicast` sets them (overriding other values, with a warning). Importing
+``chord_tokenweave`` calls it (so the library all-reduce of the sequential baseline is covered too),
+and the launcher, the CLI and :class:`~chord_tokenweave.workspace.SymmetricWorkspace` call it again.
+It cannot reach back: an NCCL communicator created before the import keeps the environment it saw.
 """
 
 from __future__ import annotations

@@ -12,7 +12,56 @@ from collections.abc import Callable
 import torch
 import torch.distributed as dist
 
+from chord_tokenweave.errors import TokenWeaveInputError
 from chord_tokenweave.numerics import add_rmsnorm_reference, reduce_in_rank_order, shard_range
+
+_DTYPE_CODES = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+_MODE_CODES = {"sharded/two_shot": 0, "replicated/two_shot": 1, "replicated/one_shot": 2,
+               "sequential": 3}
+
+
+def check_same_call(
+    x: object,
+    pg: dist.ProcessGroup,
+    rank: int,
+    world_size: int,
+    mode: str,
+    local_error: Exception | None = None,
+) -> None:
+    """Raise :class:`TokenWeaveInputError` on every rank unless all ranks passed ``x`` of the
+    same shape and dtype, in the same ``mode``, and none of them rejected its arguments.
+
+    One small all-gather before the data moves: without it, ranks with different token counts
+    or hidden sizes abort the process inside gloo (SIGABRT), a dtype mismatch of equal byte size
+    (bf16 vs fp16) is silently reinterpreted, and a rank that raised leaves its peers waiting in
+    a collective until the process-group timeout.
+    """
+    shape = list(x.shape) if isinstance(x, torch.Tensor) and x.ndim == 2 else [-1, -1]
+    dtype = _DTYPE_CODES.get(x.dtype, -1) if isinstance(x, torch.Tensor) else -1
+    mine = torch.tensor(
+        [*shape, dtype, _MODE_CODES.get(mode, -1), int(local_error is not None)], dtype=torch.int64
+    )
+    parts = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(parts, mine, group=pg)
+    seen = [[int(v) for v in p.tolist()] for p in parts]
+    if local_error is not None:
+        return  # the caller re-raises its own error
+    failed = [p for p, s in enumerate(seen) if s[4]]
+    if failed:
+        raise TokenWeaveInputError(
+            f"rank(s) {failed} of {world_size} rejected their arguments (see their errors); "
+            f"rank {rank} stops too instead of waiting for them"
+        )
+    names = {v: str(k).removeprefix("torch.") for k, v in _DTYPE_CODES.items()}
+    if any(s[:4] != seen[0][:4] for s in seen):
+        calls = ", ".join(
+            f"rank {p}: [{s[0]}, {s[1]}] {names.get(s[2], '?')}" for p, s in enumerate(seen)
+        )
+        raise TokenWeaveInputError(
+            f"every rank must pass x of the same [tokens, hidden] and dtype (and the same "
+            f"residual_mode/algo); got {calls}"
+            + ("" if all(s[3] == seen[0][3] for s in seen) else "; the modes differ")
+        )
 
 
 def all_gather_exact(t: torch.Tensor, pg: dist.ProcessGroup, world_size: int) -> list[torch.Tensor]:

@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from chord_tokenweave.checks import Algo, ResidualMode, check_args, describe, group_info
 from chord_tokenweave.errors import TokenWeaveInputError
-from chord_tokenweave.fallback import fused_fallback
+from chord_tokenweave.fallback import check_same_call, fused_fallback
 from chord_tokenweave.launch import KERNELS, triton_next_pow2
 from chord_tokenweave.numerics import add_rmsnorm_reference
 from chord_tokenweave.workspace import SymmetricWorkspace, get_workspace
@@ -61,16 +61,32 @@ def fused_allreduce_rmsnorm(
     is the workspace's residual plane. See the module docstring for the numerics.
     """
     pg, rank, world_size = group_info(group)
-    num_tokens, hidden, _, _ = check_args(
-        x, residual, weight, eps, residual_mode, world_size, rank
-    )
-    if out is not None and (out.shape != x.shape or out.dtype != x.dtype):
-        raise TokenWeaveInputError(f"out must be {list(x.shape)} {x.dtype}, got {describe(out)}")
-    if algo not in ("two_shot", "one_shot"):
-        raise TokenWeaveInputError(f"algo must be 'two_shot' or 'one_shot', got {algo!r}")
-    if algo == "one_shot" and residual_mode != "replicated":
-        raise TokenWeaveInputError("algo='one_shot' needs residual_mode='replicated'")
-    if force_fallback or not uses_gpu_path(x, pg):
+    fallback = force_fallback or not (isinstance(x, torch.Tensor) and uses_gpu_path(x, pg))
+    # The cross-rank check reads back to the host: only on CPU tensors (gloo), never where a
+    # CUDA graph may be capturing the CUDA fallback.
+    checked = fallback and not (isinstance(x, torch.Tensor) and x.is_cuda)
+    try:
+        num_tokens, hidden, _, _ = check_args(
+            x, residual, weight, eps, residual_mode, world_size, rank
+        )
+        if out is not None and (out.shape != x.shape or out.dtype != x.dtype):
+            raise TokenWeaveInputError(
+                f"out must be {list(x.shape)} {x.dtype}, got {describe(out)}"
+            )
+        if algo not in ("two_shot", "one_shot"):
+            raise TokenWeaveInputError(f"algo must be 'two_shot' or 'one_shot', got {algo!r}")
+        if algo == "one_shot" and residual_mode != "replicated":
+            raise TokenWeaveInputError("algo='one_shot' needs residual_mode='replicated'")
+    except TokenWeaveInputError as exc:
+        if not checked:
+            raise
+        # The peers are about to enter the fallback's collectives: tell them, so that every
+        # rank raises instead of waiting for this one until the process-group timeout.
+        check_same_call(x, pg, rank, world_size, f"{residual_mode}/{algo}", exc)
+        raise
+    if fallback:
+        if checked:
+            check_same_call(x, pg, rank, world_size, f"{residual_mode}/{algo}")
         return fused_fallback(x, residual, weight, eps, pg, rank, world_size, residual_mode, out)
     ws = workspace or get_workspace(
         pg,
@@ -119,11 +135,19 @@ def allreduce_add_rmsnorm(
     ``residual`` is replicated ``[T, D]`` and updated in place. On gloo the all-reduce runs in
     fp32 (gloo's bf16 support varies); NCCL reduces in the tensor's dtype like vLLM does.
     """
-    pg, _, _ = group_info(group)
-    if x.is_cuda:
+    pg, rank, world_size = group_info(group)
+    on_gpu = isinstance(x, torch.Tensor) and x.is_cuda
+    try:
+        check_args(x, residual, weight, eps, "replicated", world_size, rank)
+    except TokenWeaveInputError as exc:
+        if not on_gpu:
+            check_same_call(x, pg, rank, world_size, "sequential", exc)
+        raise
+    if on_gpu:
         dist.all_reduce(x, group=pg)
         reduced = x
     else:
+        check_same_call(x, pg, rank, world_size, "sequential")
         reduced = x.float()
         dist.all_reduce(reduced, group=pg)
         reduced = reduced.to(x.dtype)

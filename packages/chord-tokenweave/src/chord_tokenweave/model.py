@@ -70,6 +70,8 @@ class ModelConfig:
 
     def check_world_size(self, world_size: int) -> None:
         """TP needs heads, KV heads and the intermediate size divisible by the world size."""
+        if not isinstance(world_size, int) or world_size <= 0:
+            raise TokenWeaveInputError(f"world size must be a positive int, got {world_size!r}")
         for what, value in (
             ("num_heads", self.num_heads),
             ("num_kv_heads", self.num_kv_heads),
@@ -87,6 +89,7 @@ class ModelConfig:
         layer with the dense-equivalent shapes (top_k experts' worth of rows), which is what
         decides the wave count when routing is balanced.
         """
+        self.check_world_size(world_size)
         w = world_size
         qkv = (self.num_heads + 2 * self.num_kv_heads) * self.head_dim // w
         inter = self.intermediate // w
@@ -423,6 +426,16 @@ class TPModel:
         bounds = [0, num_tokens]
         if variant == "tokenweave":
             decision = decision or self.decide(num_tokens)
+            if decision.num_tokens != num_tokens:
+                raise TokenWeaveInputError(
+                    f"the decision is for {decision.num_tokens} tokens, this batch has {num_tokens}"
+                )
+            if decision.weave and not (
+                decision.split is not None and 0 < decision.split < num_tokens
+            ):
+                raise TokenWeaveInputError(
+                    f"a woven decision needs a split in (0, {num_tokens}), got {decision.split}"
+                )
             if self.distributed and check_decision:
                 check_consistent(decision, self.group)
             if decision.library:

@@ -13,6 +13,7 @@ Everything here is pure integer arithmetic on Python ints, so every rank compute
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,8 @@ class GemmShape:
         """Waves of ``num_sms`` tiles needed for ``m`` tokens (0 for ``m == 0``)."""
         if m < 0:
             raise TokenWeaveInputError(f"token count must be >= 0, got {m}")
+        if num_sms <= 0:
+            raise TokenWeaveInputError(f"num_sms must be positive, got {num_sms}")
         return -(-self.tiles(m) // num_sms)
 
 
@@ -83,8 +86,13 @@ def wave_aware_split(
     step = min(g.tile_m for g in gemms) if align is None else align
     if step <= 0:
         raise TokenWeaveInputError(f"align must be positive, got {step}")
-    lo = max(step, -(-int(num_tokens * min_fraction) // step) * step)
-    hi = num_tokens - max(1, int(num_tokens * min_fraction))
+    if not isinstance(num_sms, int) or num_sms <= 0:
+        raise TokenWeaveInputError(f"num_sms must be a positive int, got {num_sms!r}")
+    # Each half holds at least ceil(min_fraction * T) tokens (flooring let a half fall below
+    # the fraction: 170 tokens split 128/42, 42 < 42.5).
+    least = math.ceil(num_tokens * min_fraction)
+    lo = max(step, -(-least // step) * step)
+    hi = num_tokens - max(1, least)
     best: tuple[int, int, int] | None = None
     best_offset: int | None = None
     for offset in range(lo, hi + 1, step):

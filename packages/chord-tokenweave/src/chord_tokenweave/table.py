@@ -81,6 +81,11 @@ class SplitTable:
     def __post_init__(self) -> None:
         if not self.entries:
             raise TableError("a split table needs at least one entry")
+        for name in ("world_size", "hidden", "align"):
+            if getattr(self, name) <= 0:
+                raise TableError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.threshold is not None and self.threshold <= 0:
+            raise TableError(f"threshold must be positive or null, got {self.threshold}")
         for key, entry in self.entries.items():
             if key <= 0:
                 raise TableError(f"table keys must be positive token counts, got {key}")
@@ -131,35 +136,55 @@ class SplitTable:
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any], *, source: str = "<table>") -> SplitTable:
-        """Parse and validate a JSON document."""
+        """Parse and validate a JSON document (types checked strictly: ``"weave": "false"``
+        is an error, not ``True``)."""
+        if not isinstance(doc, Mapping):
+            raise TableError(f"{source}: malformed table: expected a JSON object, found {type(doc).__name__}")
         if doc.get("format") != FORMAT:
             raise TableError(f"{source}: format is {doc.get('format')!r}, expected {FORMAT!r}")
         if doc.get("version") != VERSION:
             raise TableError(f"{source}: version {doc.get('version')!r}, expected {VERSION}")
-        try:
-            entries = {
-                int(k): TableEntry(
-                    split=None if v.get("split") is None else int(v["split"]),
-                    num_ctas=int(v["num_ctas"]),
-                    weave=bool(v["weave"]),
-                    times_us={str(n): float(t) for n, t in v.get("times_us", {}).items()},
-                    library=bool(v.get("library", False)),
-                )
-                for k, v in doc["entries"].items()
-            }
-            threshold = doc.get("threshold")
-            return cls(
-                entries=entries,
-                threshold=None if threshold is None else int(threshold),
-                world_size=int(doc["world_size"]),
-                hidden=int(doc["hidden"]),
-                model=str(doc.get("model", "")),
-                device=str(doc.get("device", "")),
-                align=int(doc.get("align", 128)),
-                meta=dict(doc.get("meta", {})),
+        raw = doc.get("entries")
+        if not isinstance(raw, Mapping):
+            raise TableError(f"{source}: malformed table: 'entries' must be an object keyed by token count, "
+                             f"found {type(raw).__name__}")
+        entries = {}
+        for k, v in raw.items():
+            where = f"{source}: malformed table: entry {k!r}"
+            try:
+                key = int(k)
+            except ValueError:
+                raise TableError(f"{where}: key must be a token count (integer)") from None
+            if not isinstance(v, Mapping):
+                raise TableError(f"{where}: expected an object, found {type(v).__name__}")
+            times = v.get("times_us", {})
+            if not isinstance(times, Mapping) or not all(
+                isinstance(t, int | float) and not isinstance(t, bool) for t in times.values()
+            ):
+                raise TableError(f"{where}: 'times_us' must map names to numbers, found {times!r}")
+            entries[key] = TableEntry(
+                split=_field(v, "split", int, where, optional=True),
+                num_ctas=_field(v, "num_ctas", int, where),
+                weave=_field(v, "weave", bool, where),
+                times_us={str(n): float(t) for n, t in times.items()},
+                library=_field(v, "library", bool, where, default=False),
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise TableError(f"{source}: malformed table ({exc!r})") from exc
+        meta = doc.get("meta", {})
+        if not isinstance(meta, Mapping):
+            raise TableError(f"{source}: malformed table: 'meta' must be an object, found {type(meta).__name__}")
+        where = f"{source}: malformed table"
+        threshold = _field(doc, "threshold", int, where, optional=True)
+        world_size = _field(doc, "world_size", int, where)
+        hidden = _field(doc, "hidden", int, where)
+        align = _field(doc, "align", int, where, default=128)
+        try:
+            return cls(
+                entries=entries, threshold=threshold, world_size=world_size, hidden=hidden,
+                model=str(doc.get("model", "")), device=str(doc.get("device", "")),
+                align=align, meta=dict(meta),
+            )
+        except TableError as exc:
+            raise TableError(f"{source}: {exc}") from None
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write atomically (temp file + rename) so a reader never sees half a table."""
@@ -186,8 +211,10 @@ class SplitTable:
             doc = json.loads(path.read_text())
         except FileNotFoundError as exc:
             raise TableError(f"no split table at {path}") from exc
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise TableError(f"{path}: not valid JSON ({exc})") from exc
+        except OSError as exc:
+            raise TableError(f"{path}: cannot read the split table ({exc})") from exc
         table = cls.from_json(doc, source=str(path))
         if world_size is not None and table.world_size != world_size:
             raise TableError(
@@ -210,6 +237,29 @@ def choose_threshold(weave_wins: Mapping[int, bool]) -> int | None:
             break
         threshold = key
     return threshold
+
+
+_MISSING = object()
+
+
+def _field(
+    doc: Mapping[str, Any], name: str, kind: type, where: str, *, optional: bool = False,
+    default: Any = _MISSING,
+) -> Any:
+    """``doc[name]`` if it is exactly a ``kind`` (bools are not ints), else :class:`TableError`."""
+    if name not in doc:
+        if default is not _MISSING:
+            return default
+        if not optional:
+            raise TableError(f"{where}: missing field {name!r}")
+        return None
+    value = doc[name]
+    if value is None and optional:
+        return None
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        want = kind.__name__ + (" or null" if optional else "")
+        raise TableError(f"{where}: field {name!r} must be {want}, found {value!r}")
+    return value
 
 
 def _scale_split(split: int, key: int, num_tokens: int, align: int) -> int | None:
