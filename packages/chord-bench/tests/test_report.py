@@ -228,3 +228,71 @@ def test_a_host_without_matplotlib_gets_the_table_and_a_note(tmp_path, capsys, m
     captured = capsys.readouterr()
     assert "GPU NVIDIA H200" in captured.out and "pip install 'chord-bench[plot]'" in captured.err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["results.json", "table.md"]
+
+
+class _Terminal:
+    """A text stream that says it is a terminal (print_table then renders the summary with rich)."""
+
+    def __init__(self) -> None:
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+    def text(self) -> str:
+        import re
+
+        return re.sub(r"\x1b\[[0-9;]*m", "", self.buffer.getvalue())
+
+
+@pytest.mark.parametrize("columns", [80, 120, 250])
+def test_summary_on_a_terminal_shows_every_number_whole(columns, monkeypatch):
+    pytest.importorskip("rich")
+    monkeypatch.setenv("COLUMNS", str(columns))
+    run = fake_run()
+    term = _Terminal()
+    report.print_table(run, file=term)
+    text = term.text()
+    assert "…" not in text  # rich cut 1.06x to "1.0…" and 2730.4 to "273…" at 80 and 120 columns
+    summary = text[max(text.rfind("summary: gate_up"), text.rfind("| scenario")):]  # the rich title or Markdown
+    for row in report.summary_rows(run):
+        line = next(x for x in summary.splitlines() if x.strip("|│ ").startswith(row[0] + " ") and row[1] in x)
+        assert [c for c in row if c not in line] == []
+    lines = [x for x in summary.splitlines()[1:] if x.strip()]
+    assert all(len(x) <= columns for x in lines) or all(x.startswith("|") for x in lines)  # a box that fits, or Markdown
+
+
+def test_summary_widths_fit_the_terminal_or_give_up():
+    header, rows = ["scenario", "chord vs best humming"], [["ep8_decode", "1.06x"]]
+    widths = report.summary_widths(header, rows, 40)
+    assert widths is not None and sum(widths) + 3 * 2 + 1 <= 40 and widths[0] >= 10 and widths[1] >= 5
+    assert report.summary_widths(header, rows, 3 * 2 + 1 + 14) is None  # 10 + 5 cells need 15
+
+
+def test_rerendering_twice_keeps_the_measured_ceilings():
+    run = fake_run()
+    run.ceilings = {"copy_tbps": 4.1, "bf16_tflops": 680.0, "source": "measured at run start"}
+    once = run.with_ceilings(4.27, 790.0, "nominal")
+    twice = RunResult.from_dict(once.to_dict()).with_ceilings(4.27, 790.0, "nominal")
+    assert twice.ceilings["measured"] == {"copy_tbps": 4.1, "bf16_tflops": 680.0, "source": "measured at run start"}
+
+
+def test_rerendering_a_schema_1_file_keeps_its_label(tmp_path):
+    from chord_bench.__main__ import main
+
+    data = fake_run().to_dict()
+    data["schema"] = "chord-bench/1"
+    for i in data["implementations"]:
+        del i["group"]
+    (tmp_path / "in.json").write_text(json.dumps(data))
+    assert main(["--from-json", str(tmp_path / "in.json"), "--no-plot", "--out", str(tmp_path / "out")]) == 0
+    # its peers have no groups and its scenarios no parallelism: it is not a chord-bench/2 file
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["schema"] == "chord-bench/1"

@@ -17,7 +17,7 @@ INDEXED = {
     "ep8_tok341": (48, 16368, 1, 341, 1825),
     "tp8_decode160": (384, 160, 8, 3.3, 274),
     "tp8_1024": (384, 1024, 8, 21, 312),
-    "tp8_8192": (384, 8192, 8, 171, 923),
+    "tp8_8192": (384, 8192, 8, 171, 930),
 }
 
 
@@ -174,3 +174,43 @@ def test_select_ids_globs_series_and_families():
 def test_describe_mentions_floor():
     line = S.describe(S.SCENARIOS["tp8_8192"])
     assert "tp8_8192" in line and "floor~" in line
+
+
+def _floor_by_hand(sid: str, experts_hit: int) -> float:
+    """A scenario's floor at the nominal ceilings from its name alone (Kimi K2: H 7168, I 2048;
+    TP8 splits I; int4 + a bf16 scale per 32 weights; bf16 rows in and out, one per slot)."""
+    h, i = 7168, 2048
+    if sid.startswith("tp8_"):
+        tokens, top_k, i = int(sid.removeprefix("tp8_").removeprefix("decode")), 8, i // 8
+    elif "_contig" in sid:
+        tokens, top_k = 384 // int(sid[2:sid.index("_")]) * int(sid.split("contig")[1]), 1
+    elif "_masked" in sid:
+        tokens, top_k = 48 * int(sid.split("masked")[1]), 1
+    else:
+        tokens, top_k = {"ep8_decode": 160, "ep8_tok16": 768, "ep8_tok43": 2064, "ep8_tok128": 6144,
+                         "ep8_tok341": 16368}[sid], 1
+    slots, total = tokens * top_k, 0.0
+    for n, k, rows_in in ((2 * i, h, tokens), (h, i, slots)):
+        moved = (0.5 + 2 / 32) * n * k * experts_hit + 2 * rows_in * k + 2 * slots * n
+        total += max(moved / 4.27e12, 2 * slots * n * k / 790e12) * 1e6
+    return total
+
+
+@pytest.mark.parametrize("draw", S.DRAWS)
+@pytest.mark.parametrize("sid", list(S.SCENARIOS))
+def test_every_floor_by_hand(sid, draw):
+    s = S.SCENARIOS[sid]
+    routing = S.draw_routing(s, draw)
+    hit = int(routing.topk_ids.unique().numel())  # the experts this draw reached, not an expectation
+    assert S.layer_floor_us(S.gemm_costs(s, routing.counts)) == pytest.approx(_floor_by_hand(sid, hit), rel=1e-12)
+
+
+def test_drawn_floors_where_experts_stay_idle_match_benchmarking_md():
+    # docs/benchmarking.md, "Scenarios": a run counts the experts its draw reached (seed 0)
+    for sid, draw, experts, floor in (("ep8_decode", "uniform", 47, 274.2), ("ep8_decode", "skewed", 44, 256.8),
+                                      ("tp8_decode160", "uniform", 375, 277.2),
+                                      ("tp8_decode160", "skewed", 366, 270.7), ("ep8_masked8", "uniform", 48, 282.2)):
+        s = S.SCENARIOS[sid]
+        routing = S.draw_routing(s, draw, seed=0)
+        assert routing.experts_used == experts
+        assert S.layer_floor_us(S.gemm_costs(s, routing.counts)) == pytest.approx(floor, abs=0.05)

@@ -182,12 +182,32 @@ def print_table(run: RunResult, file=None) -> None:
           file=file)
     for line in notes(run):
         console.print(line, markup=False)
+    header, rows = summary_header(run), summary_rows(run)
+    widths = summary_widths(header, rows, console.width)
+    if widths is None:  # a box table would cut its numbers short ("1.0…"): the exact Markdown instead
+        print("\n".join(["", *_markdown(header, rows)]), file=file, flush=True)
+        return
     table = Table(title="summary: gate_up + down µs; Chord vs the best peer path (> 1: Chord faster)")
-    for col in summary_header(run):
-        table.add_column(col, justify="left" if col in ("scenario", "draw") or col.startswith("best ") else "right")
-    for row in summary_rows(run):
+    for col, width in zip(header, widths, strict=True):
+        table.add_column(col, justify="left" if col in ("scenario", "draw") or col.startswith("best ") else "right",
+                         width=width, overflow="fold")
+    for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def summary_widths(header: list[str], rows: list[list[str]], terminal: int) -> list[int] | None:
+    """Cell widths of a box table of the summary in ``terminal`` columns that show every cell
+    whole (headers may wrap), or None where none do. Spare room widens columns, left to right,
+    first to their header's longest word, then to the whole header."""
+    widths = [max([len(r[i]) for r in rows] + [1]) for i in range(len(header))]
+    room = terminal - 3 * len(header) - 1  # per column a border and two spaces of padding; the last border
+    if sum(widths) > room:
+        return None
+    for wants in ([max(len(w) for w in h.split()) for h in header], [len(h) for h in header]):
+        for i, want in enumerate(wants):
+            widths[i] += max(0, min(room - sum(widths), want - widths[i]))
+    return widths
 
 
 def exclusion_notes(run: RunResult) -> list[str]:

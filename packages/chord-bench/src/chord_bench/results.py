@@ -206,14 +206,16 @@ class RunResult:
             created_utc=data["created_utc"], command=data["command"], environment=data["environment"],
             ceilings=data["ceilings"], options=data["options"],
             implementations=[ImplInfo(**i) for i in data["implementations"]], scenarios=scenarios,
-            clocks=data.get("clocks", {}),
+            clocks=data.get("clocks", {}), schema=data["schema"],
         )
 
     def with_ceilings(self, copy_tbps: float, bf16_tflops: float, source: str) -> RunResult:
         """A copy whose floors are recomputed from the stored bytes/FLOPs against other ceilings."""
         run = RunResult.from_dict(copy.deepcopy(self.to_dict()))
+        # A run re-rendered before keeps the ceilings it was measured against, not the last ones.
+        measured = self.ceilings.get("measured") or {k: self.ceilings[k] for k in ("copy_tbps", "bf16_tflops", "source")}
         run.ceilings = {**run.ceilings, "copy_tbps": copy_tbps, "bf16_tflops": bf16_tflops, "source": source,
-                        "measured": {k: self.ceilings[k] for k in ("copy_tbps", "bf16_tflops", "source")}}
+                        "measured": copy.deepcopy(measured)}
         for s in run.scenarios:
             for g in s.gemms:
                 memory, compute = g.bytes / (copy_tbps * 1e12) * 1e6, g.flops / (bf16_tflops * 1e12) * 1e6
