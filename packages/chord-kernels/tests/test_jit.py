@@ -136,6 +136,13 @@ def test_precompile_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["precompile", "--family", "no-such-family"]) == 2
 
 
+def test_a_chord_nvcc_that_is_not_there_is_an_error_not_a_fallback(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    monkeypatch.setenv("CHORD_NVCC", str(tmp_path / "no-such-nvcc"))
+    with pytest.raises(NvccNotFoundError, match=r"CHORD_NVCC=.*no-such-nvcc: expected an executable nvcc"):
+        nvcc.find_nvcc()
+
+
 def test_missing_nvcc_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for var in ("CHORD_NVCC", "CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)

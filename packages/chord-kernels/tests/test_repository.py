@@ -33,3 +33,16 @@ def test_docs_and_sources_stand_on_their_own() -> None:
         shipped += [package / "README.md", *package.glob("src/**/*.py"), *package.glob("src/**/*.cuh")]
     offenders = [str(p.relative_to(ROOT)) for p in shipped if p.is_file() and OUTSIDE.search(p.read_text())]
     assert not offenders, f"files that point readers at notes outside the repository: {offenders}"
+
+
+def test_every_package_says_its_version_and_ships_its_types() -> None:
+    for package in PACKAGES:
+        project = tomllib.loads((package / "pyproject.toml").read_text())
+        (module,) = [p for p in (package / "src").iterdir() if p.is_dir() and (p / "__init__.py").is_file()]
+        sources = [module / "__init__.py", module / "version.py"]
+        said = {m for p in sources if p.is_file()
+                for m in re.findall(r'^__version__ = "([^"]+)"', p.read_text(), re.M)}
+        assert said == {project["project"]["version"]}, package.name
+        assert (module / "py.typed").is_file(), package.name
+        data = project.get("tool", {}).get("setuptools", {}).get("package-data", {})
+        assert "py.typed" in " ".join(data.get(module.name, [])), package.name

@@ -18,4 +18,6 @@ from __future__ import annotations
 from chord_bench.scenarios import SCENARIOS, Scenario, draw_routing, gemm_costs, select
 from chord_bench.timing import GraphTimer
 
-__all__ = ["SCENARIOS", "GraphTimer", "Scenario", "draw_routing", "gemm_costs", "select"]
+__version__ = "0.1.0"
+
+__all__ = ["SCENARIOS", "GraphTimer", "Scenario", "__version__", "draw_routing", "gemm_costs", "select"]

@@ -39,8 +39,11 @@ def _info() -> int:
 def _precompile(archs: list[str], families: list[str] | None) -> int:
     from chord_kernels.families import precompile
 
+    print(f"compiling {', '.join(families) if families else 'every family'}'s kernels for {', '.join(archs)} "
+          "(several nvcc at a time; minutes on a fresh cache, cached kernels are instant)", flush=True)
     paths = precompile(archs, families)
-    print(f"{len(paths)} cubins ready for {', '.join(archs)}")
+    cubins = len(set(paths))  # kernels whose configurations generate the same source share one
+    print(f"{cubins} cubins ready for {', '.join(archs)} ({len(paths)} kernels)")
     return 0
 
 

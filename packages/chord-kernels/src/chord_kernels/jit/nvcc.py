@@ -49,6 +49,10 @@ def nvcc_candidates() -> list[Path]:
 
 def find_nvcc() -> Path:
     """The first usable nvcc, or :class:`NvccNotFoundError` listing every place tried."""
+    chosen = os.environ.get("CHORD_NVCC")
+    if chosen and not (Path(chosen).is_file() and os.access(chosen, os.X_OK)):  # asked for by name: no fallback
+        raise NvccNotFoundError(f"CHORD_NVCC={chosen}: expected an executable nvcc, found none there; fix or "
+                                "unset CHORD_NVCC")
     tried = nvcc_candidates()
     for path in tried:
         if path.is_file() and os.access(path, os.X_OK):
