@@ -371,9 +371,3 @@ def test_moe_experts_checks_its_inputs_before_touching_cuda():
     routing = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     with pytest.raises(ChordInputError, match="hidden: expected a tensor on cuda, got one on cpu"):
         indexed.moe_experts(torch.randn(2, 256).bfloat16(), w13, w2, routing, torch.rand(2, 2), ids, block_m=16)
-
-
-def test_choose_block_m_names_a_weight_that_is_not_packed():
-    packed, scales = random_quantized(2, 128, 256)
-    with pytest.raises(chord_kernels.ChordLayoutError, match="expected a PackedWeight .* got tuple"):
-        indexed.choose_block_m((packed, scales), 64)

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import math
 
-from chord_kernels.errors import ChordInputError, ChordLayoutError
+from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed.decode import BLOCK_MS, DecodeConfig
 from chord_kernels.packed import PackedWeight
 
@@ -166,8 +166,6 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     :data:`WIDE_BLOCK` (up to seven per work item) from :data:`WIDE_MIN_TOK_E` to
     :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
-    if not isinstance(weight, PackedWeight):
-        raise ChordLayoutError(f"weight: expected a PackedWeight from chord_kernels.pack(...), got {type(weight).__name__}")
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
     tok_e = num_slots / max(1, weight.num_experts)
