@@ -258,6 +258,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         FOUR_CONSUMER_REGS,
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
+        RUN_FOUR_CONSUMER_PAIR_REGS,
         RUN_FOUR_CONSUMER_REGS,
         RUN_FOUR_CONSUMER_TOKENS,
         RUN_MAX_K,
@@ -285,22 +286,23 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             else:
                 # gate_up's one-block items of 24-48 tokens: four consumer warpgroups; the down's
                 # (K = 2048, N = 7168) of 32 tokens: three; TP8's down (K = 256) in runs of N tiles at
-                # 40-104-token blocks: four of one tile each.
+                # 40-104-token blocks and on the 64 x 2 items: four of one tile each.
                 four = (k >= FOUR_CONSUMER_MIN_K and n >= 512 and cfg.items == 1 and cfg.mt == 2
                         and 24 <= bm <= FOUR_CONSUMER_MAX_TOKENS)
                 three = (n, k) == (7168, 2048) and bm == 32
-                four_runs = (k <= RUN_MAX_K and n > 128 and cfg.items == 1
-                             and RUN_FOUR_CONSUMER_TOKENS[0] <= bm <= RUN_FOUR_CONSUMER_TOKENS[1])
+                pairs = cfg.items == 2
+                four_runs = k <= RUN_MAX_K and n > 128 and (
+                    pairs or RUN_FOUR_CONSUMER_TOKENS[0] <= bm <= RUN_FOUR_CONSUMER_TOKENS[1])
                 assert cfg.consumers == (4 if four or four_runs else 3 if three else 2), cfg
-                regs = (FOUR_CONSUMER_REGS if four else THREE_CONSUMER_REGS if three else RUN_FOUR_CONSUMER_REGS
-                        if four_runs else 216)
+                regs = (FOUR_CONSUMER_REGS if four else THREE_CONSUMER_REGS if three
+                        else (RUN_FOUR_CONSUMER_PAIR_REGS if pairs else RUN_FOUR_CONSUMER_REGS) if four_runs else 216)
                 assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
                 assert not four_runs or (cfg.mt, cfg.block_n, cfg.pingpong, cfg.n_run) == (1, 256, False, RUN_TILES)
             # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
             if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
-            elif cfg.n_run and cfg.consumers == 4 and bm < 72:  # runs: one count, the two-tile items' rule
+            elif cfg.n_run and cfg.consumers == 4 and cfg.items == 1 and bm < 72:  # runs: one count, the two-tile rule
                 assert cfg.row_widths == (bm - 8,) and cfg.commit_per_step, cfg
             elif cfg.mt == 2 and cfg.items == 1 and 32 <= bm < 72:  # one-block items
                 assert cfg.row_widths == ((bm - 8,) if bm <= 40 or k <= RUN_MAX_K else (bm - 16, bm - 8)), cfg
@@ -479,10 +481,13 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     for regs in (220, 56, 248):
         with pytest.raises(ChordInputError, match="consumer_regs"):
             WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=7, weight_ring=True, consumer_regs=regs)
-    # Runs of N tiles over a resident activation tile, the consumers in turns: the 256-K
-    # configurations up to K = 256 (TP8's down), not beyond; the template's two last arguments.
-    runs = choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK)
-    assert (runs.n_run, runs.pingpong, runs.stages) == (RUN_TILES, True, 3)
+    # Runs of N tiles over a resident activation tile: the 256-K configurations up to K = 256 (TP8's
+    # down), not beyond; on the 64 x 2 items four warpgroups of one tile (no top-k-sum twin), the
+    # consumers of two-tile warpgroups in turns: the template's two last arguments.
+    pairs = choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK)
+    assert (pairs.n_run, pairs.consumers, pairs.mt, pairs.pingpong, pairs.stages) == (RUN_TILES, 4, 1, False, 3)
+    assert (pairs.items, pairs.consumer_regs, pairs.topk_sum_twin(7168)) == (2, RUN_FOUR_CONSUMER_PAIR_REGS, None)
+    runs = WgmmaConfig(block_m=heuristics.PREFILL_BLOCK, mt=2, stages=3, items=2, n_run=RUN_TILES, pingpong=True)
     assert runs.template_args().endswith(f", 0u, 216, 0u, {RUN_TILES}, true")
     assert runs.resident_bytes == 4 * 128 * 128 and runs.stage_bytes == 16 * 8 * 288
     assert choose_wgmma_config(7168, 256, 72).n_run == RUN_TILES

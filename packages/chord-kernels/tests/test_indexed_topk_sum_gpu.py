@@ -58,9 +58,12 @@ TCASES = [
     # EP8's down at 16-token blocks: the decode kernel's wide tiles with row widths (blocks of 1-16 rows).
     TCase(Case("ep8_down_bm16_row_widths", 48, 7168, 2048, 300, 8, block_m=16, routing="mapped"), False),
     # Runs of N tiles over a resident activation tile (K <= 256; their epilogue-sum twin takes items
-    # of one N tile): the planned TP8 down on 64 x 2 items, and runs of three over two N tiles
-    # (N = 264) under an expert map, both in routing order too (the resident tile by tensor copies).
-    TCase(Case("tp8_down_runs_bm64", 384, 7168, 256, 4096, 8, block_m=64), True, routing_order=True),
+    # of one N tile): TP8's down on 64 x 2 items on two warpgroups in turns (planned on four of one
+    # tile, without a twin, since session 48), and runs of three over two N tiles (N = 264) under an
+    # expert map, both in routing order too (the resident tile by tensor copies).
+    TCase(Case("tp8_down_runs_bm64", 384, 7168, 256, 4096, 8, block_m=64), True,
+          WgmmaConfig(64, 2, 256, 3, items=2, n_run=7, pingpong=True), routing_order=True),
+    TCase(Case("tp8_down_runs_bm64_planned", 384, 7168, 256, 4096, 8, block_m=64), False),
     TCase(Case("runs_mapped_bm40", 16, 264, 256, 300, 4, block_m=40, routing="mapped"), True,
           WgmmaConfig(40, 2, 256, 3, n_run=3, pingpong=True), routing_order=True),
     TCase(Case("down_bm64_items2", 16, 1024, 512, 3000, 2, block_m=64), True, routing_order=True),

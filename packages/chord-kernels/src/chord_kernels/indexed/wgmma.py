@@ -154,13 +154,17 @@ every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epi
 K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
 TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
 tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47). The
-64 x 2 items keep two: on one tile each ptxas serializes their wgmmas at 96 registers (1-5 % slower) and
-spills 4 bytes at 104. A fused SiLU-and-mul needs a warpgroup's gate and up tiles: on these runs (K <=
+64 x 2 items too, at :data:`RUN_FOUR_CONSUMER_PAIR_REGS` registers. A fused SiLU-and-mul needs a warpgroup's gate and up tiles: on these runs (K <=
 :data:`RUN_MAX_K`, a down projection in every MoE model) it runs as a second step, and the epilogue top-k
 sum has no twin (:meth:`WgmmaConfig.topk_sum_twin`)."""
 RUN_FOUR_CONSUMER_REGS = 96
 """Registers per thread of those configurations: the launch's share of 640 threads, so the producer
 keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
+RUN_FOUR_CONSUMER_PAIR_REGS = 104
+"""Consumer registers of the 64 x 2 items' runs on four warpgroups of one tile (the producer keeps 64):
+at 96 ptxas serializes their wgmmas (1-5 % slower than two warpgroups in turns), at 104 they measured
+3-4 % faster at 16384 tokens, -4 to +2 % at 12288 (session 47, when the tensor-copy producer spilled
+the grid size: it is read per item since session 48)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
@@ -499,8 +503,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
     per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage
     per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, on four
-    consumer warpgroups of one tile at the one-block items of :data:`RUN_FOUR_CONSUMER_TOKENS`, else
-    on its two in turns.
+    consumer warpgroups of one tile at the one-block items of :data:`RUN_FOUR_CONSUMER_TOKENS` and the
+    64 x 2 items, else on its two in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the 24-token blocks (:data:`FOUR_CONSUMER_MAX_TOKENS`) that
     are not wide items run four consumer warpgroups of two tiles each, in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks; below it, the one-block items of up to
@@ -562,11 +566,12 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     if stages < 2:
         raise ChordInputError(f"no WGMMA configuration fits shared memory for block_m={block_m}")
     row_widths = _row_widths(block_m, items, mt, k)
-    if n_run and items == 1 and mt == 2 and RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]:
+    if n_run and mt == 2 and (items == 2 or RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]):
         # The same N tile on four warpgroups of one tile, with the two-tile items' row widths.
-        stages = max_stages(block_m, 1, bk, consumers=4, n_run=n_run, consumer_regs=RUN_FOUR_CONSUMER_REGS)
-        return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, dynamic=dynamic,
-                           consumer_regs=RUN_FOUR_CONSUMER_REGS, row_widths=row_widths, n_run=n_run)
+        regs = RUN_FOUR_CONSUMER_PAIR_REGS if items == 2 else RUN_FOUR_CONSUMER_REGS
+        stages = max_stages(block_m, 1, bk, consumers=4, items=items, n_run=n_run, consumer_regs=regs)
+        return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, items=items, dynamic=dynamic,
+                           consumer_regs=regs, row_widths=row_widths, n_run=n_run)
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
                        row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
 

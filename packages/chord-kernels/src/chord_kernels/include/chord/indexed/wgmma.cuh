@@ -315,7 +315,11 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       named_barrier(kProducerBarrier, 128);
       item = item_ids[it & 1];
     } else if (it > 0) {
-      item += static_cast<int>(gridDim.x);
+      // The grid size read per unit, not kept from the start: held in a register through the loop it
+      // spilled in the tensor-copy producer of four consumer warpgroups (64 registers; ptxas).
+      int grid;
+      asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+      item += grid;
     }
     const bool done = item >= total;
     int block = 0, expert = -1, ntile = 0, nsub = 0, run_tiles = 1;
