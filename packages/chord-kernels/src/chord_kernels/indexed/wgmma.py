@@ -162,9 +162,10 @@ RUN_FOUR_CONSUMER_REGS = 96
 keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
 RUN_FOUR_CONSUMER_PAIR_REGS = 104
 """Consumer registers of the 64 x 2 items' runs on four warpgroups of one tile (the producer keeps 64):
-at 96 ptxas serializes their wgmmas (1-5 % slower than two warpgroups in turns), at 104 they measured
-3-4 % faster at 16384 tokens, -4 to +2 % at 12288 (session 47, when the tensor-copy producer spilled
-the grid size: it is read per item since session 48)."""
+at 96 ptxas serializes their wgmmas (1-5 % slower than two warpgroups in turns); at 104, with the grid
+size read per item (held in a register, the tensor-copy producer spilled it), TP8's down measured 3.3-4.8 %
+faster than two warpgroups in turns from 5120 to 16384 tokens, 0.2-3.4 % at 4608, bit for bit
+(docs/optimization.md, session 51)."""
 
 
 def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
