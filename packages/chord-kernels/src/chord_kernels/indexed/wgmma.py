@@ -154,9 +154,10 @@ every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epi
 K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
 TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
 tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47). The
-64 x 2 items too, at :data:`RUN_FOUR_CONSUMER_PAIR_REGS` registers. A fused SiLU-and-mul needs a warpgroup's gate and up tiles: on these runs (K <=
-:data:`RUN_MAX_K`, a down projection in every MoE model) it runs as a second step, and the epilogue top-k
-sum has no twin (:meth:`WgmmaConfig.topk_sum_twin`)."""
+64 x 2 items too, at :data:`RUN_FOUR_CONSUMER_PAIR_REGS` registers. A fused SiLU-and-mul needs a
+warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
+model) it runs as a second step, and the epilogue top-k sum has no twin
+(:meth:`WgmmaConfig.topk_sum_twin`)."""
 RUN_FOUR_CONSUMER_REGS = 96
 """Registers per thread of those configurations: the launch's share of 640 threads, so the producer
 keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
