@@ -79,6 +79,34 @@ def test_permutation_orders_local_slots_by_expert_without_padding() -> None:
         assert positions[slots].tolist() == sorted(positions[slots].tolist())
 
 
+def test_uniform_draw_is_the_plain_top_k_of_the_softmax() -> None:
+    weights, ids = layer.draw_topk(50, 48, "uniform", torch.Generator().manual_seed(3))
+    probs = torch.softmax(torch.randn(50, layer.GLOBAL_EXPERTS, generator=torch.Generator().manual_seed(3)), dim=-1)
+    want_w, want_ids = probs.topk(layer.TOP_K, dim=-1)
+    assert torch.equal(ids, want_ids.to(torch.int32)) and torch.equal(weights, want_w)
+    assert ids.dtype == torch.int32 and weights.dtype == torch.float32
+
+
+@pytest.mark.parametrize("tokens", [16, 2064, 6144])
+def test_skewed_draw_puts_one_local_expert_in_eight_times_its_share_of_top_ks(tokens: int) -> None:
+    weights, ids = layer.draw_topk(tokens, 48, "skewed", torch.Generator().manual_seed(tokens))
+    counts = torch.bincount(ids.reshape(-1).long(), minlength=layer.GLOBAL_EXPERTS)
+    hot = int(counts.argmax())
+    assert hot < 48  # one of the rank's experts
+    assert int(counts[hot]) == min(tokens, round(8 * tokens * layer.TOP_K / layer.GLOBAL_EXPERTS))
+    assert all(len(set(row)) == layer.TOP_K for row in ids.tolist())  # distinct experts per token
+    assert bool((weights > 0).all()) and bool((weights < 1).all())  # softmax probabilities, as vLLM's
+
+
+def test_skewed_counts_give_one_expert_eight_times_the_average_within_the_capacity() -> None:
+    uniform = layer.draw_counts(768, 48, 256, "uniform", torch.Generator().manual_seed(0))
+    assert uniform.dtype == torch.int32 and int(uniform.sum()) == 768
+    skewed = layer.draw_counts(768, 48, 256, "skewed", torch.Generator().manual_seed(0))
+    assert int(skewed.max()) == 128 and int((skewed == 128).sum()) == 1 and int(skewed.sum()) == 768
+    capped = layer.draw_counts(48 * 64, 48, 256, "skewed", torch.Generator().manual_seed(1))
+    assert int(capped.max()) == 256  # 8 x 64 rows, held to the buffer's 256
+
+
 def test_bound_puts_only_the_small_steps_at_the_copy_floor() -> None:
     h = layer._HummingLayer.__new__(layer._HummingLayer)
     h.small_bytes = {"silu_and_mul": 4_270_000, "unpermute": 8_540_000}  # 1 and 2 µs at 4.27 TB/s
@@ -111,11 +139,21 @@ def test_report_files_hold_every_result_and_the_ratio(tmp_path) -> None:
     assert "| ep8_tok128 | 6144 | 1000.0 (32) | indexed | 1200.0 |" in table
     assert "| 1.10× | 1050.0 (1.05×) |" in table and "| 1.10× | – |" in table
     assert not list((tmp_path / "out").glob("*.tmp"))
+    skewed = _result()
+    skewed.draw = "skewed"
+    payload = json.loads(layer.write([skewed], tmp_path / "skewed", {})["json"].read_text())
+    assert payload["results"][0]["draw"] == "skewed"
+    assert "| tp8_1024 (skewed) | 1024 |" in layer.format_table([skewed])
 
 
 def test_main_refuses_unknown_scenarios_and_missing_gpu(capsys) -> None:
     assert layer.main(["--scenarios", "ep8_tok16"]) == 2  # a GEMM scenario, not a layer one
     assert "unknown layer scenario" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        layer.main(["--draw", "zipf"])
+    assert "invalid choice: 'zipf'" in capsys.readouterr().err
+    with pytest.raises(ChordInputError, match="draw: expected one of"):
+        layer.run(["tp8_1024"], draw="zipf")
     if not torch.cuda.is_available():
         assert layer.main(["--scenarios", "tp8_decode160"]) == 2
         assert "needs a CUDA GPU" in capsys.readouterr().err
@@ -146,3 +184,12 @@ def test_deepep_low_latency_layer_against_humming_grouped_masked() -> None:
     assert set(r.rel_err) == {"chord", "humming_grouped_masked"}
     assert all(0 <= e < layer.TOLERANCE for e in r.rel_err.values())
     assert set(r.humming_steps_us["grouped_masked"]) == set(layer.HUMMING_STEPS["grouped_masked"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("scenario", ["ep8_tok12", "ep8_masked8"])
+def test_a_skewed_layer_is_checked_against_the_reference(scenario: str) -> None:
+    pytest.importorskip("humming")
+    (r,) = layer.run([scenario], rounds=1, log=lambda m: None, draw="skewed")
+    assert r.draw == "skewed" and r.chord_us > 0
+    assert all(0 <= e < layer.TOLERANCE for e in r.rel_err.values())

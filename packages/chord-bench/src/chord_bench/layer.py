@@ -58,6 +58,7 @@ from chord_bench.peers.humming import (
 from chord_bench.problems import WeightSet
 from chord_bench.runner import environment
 from chord_bench.scenarios import (
+    DRAWS,
     EP_PROFILE,
     GLOBAL_EXPERTS,
     HIDDEN,
@@ -66,6 +67,9 @@ from chord_bench.scenarios import (
     NOMINAL_H200,
     TOP_K,
     TP_PROFILE,
+    hot_rows,
+    pin_hot_expert,
+    single_expert_rows,
 )
 from chord_bench.timing import interleaved
 from chord_kernels import ChordInputError, ChordUnsupportedError, reference
@@ -182,6 +186,8 @@ class LayerResult:
     humming_bound_us: dict[str, float] = field(default_factory=dict)
     """Per path: its GEMMs as measured, its other steps at the copy floor (bytes / 4.27 TB/s):
     what no implementation of vLLM's small kernels can beat."""
+    draw: str = "uniform"
+    """The routing draw (:func:`draw_topk`, :func:`draw_counts`)."""
 
     @property
     def best_path(self) -> str:
@@ -231,6 +237,29 @@ class _Weights:
             raise ChordUnsupportedError(f"none of humming's {gemm_type} ranges holds valid_shape_m={slots}")
         b13, b2 = (indexed_block_sizes(ranges13, ranges2, slots)[:2] if gemm_type == "indexed" else (0, 0))
         return b13, b2, picked[0][2], picked[1][2]
+
+
+def draw_topk(tokens: int, local_experts: int, draw: str, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Routing of ``tokens`` over the 384 global experts on ``gen``'s device: the top-k of a
+    softmax over random logits (weights: those probabilities, as vLLM's top-k). ``skewed``: one of
+    the rank's ``local_experts`` (drawn) is in exactly :func:`~chord_bench.scenarios.hot_rows`
+    tokens' top-k -- 8x its average -- and in no other token's, as in the GEMM harness's draw."""
+    probs = torch.softmax(torch.randn(tokens, GLOBAL_EXPERTS, device=gen.device, generator=gen), dim=-1)
+    scores = probs
+    if draw == "skewed":
+        hot = int(torch.randint(0, local_experts, (1,), device=gen.device, generator=gen))
+        scores = probs.clone()
+        pin_hot_expert(scores, hot, min(tokens, hot_rows(tokens * TOP_K / GLOBAL_EXPERTS)), gen)
+    topk_ids = scores.topk(TOP_K, dim=-1).indices
+    return probs.gather(1, topk_ids).float().contiguous(), topk_ids.to(torch.int32).contiguous()
+
+
+def draw_counts(rows: int, experts: int, capacity: int, draw: str, gen: torch.Generator) -> torch.Tensor:
+    """DeepEP low latency's valid rows per expert (int32, at most ``capacity`` each) for ``rows``
+    dispatched rows, drawn as the GEMM harness draws them
+    (:func:`~chord_bench.scenarios.single_expert_rows`)."""
+    pick, _ = single_expert_rows(rows, experts, draw, gen, capacity)
+    return torch.bincount(pick, minlength=experts).clamp_max(capacity).to(torch.int32)
 
 
 def local_routing(topk_ids: torch.Tensor, block_m: int, expert_map: torch.Tensor | None, experts: int):
@@ -382,13 +411,11 @@ def _check_and_time(name: str, layers: dict[str, tuple[Callable[[], None], torch
 
 
 def _layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKernels, seed: int, rounds: int,
-           device: torch.device) -> LayerResult:
+           device: torch.device, draw: str) -> LayerResult:
     tokens = scenario.tokens
     gen = torch.Generator(device=device).manual_seed(seed + tokens)
     hidden = (torch.randn(tokens, HIDDEN, device=device, generator=gen) * 0.5).to(torch.bfloat16)
-    probs = torch.softmax(torch.randn(tokens, GLOBAL_EXPERTS, device=device, generator=gen), dim=-1)
-    topk_weights, topk_ids = probs.topk(TOP_K, dim=-1)
-    topk_weights, topk_ids = topk_weights.float().contiguous(), topk_ids.to(torch.int32).contiguous()
+    topk_weights, topk_ids = draw_topk(tokens, scenario.local_experts, draw, gen)
     expert_map = scenario.expert_map(device)
     w13, w2 = weights.w13, weights.w2
 
@@ -411,17 +438,17 @@ def _layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKe
     layers = {"chord": (chord_layer, chord_out), **{f"humming_{p}": (h, h.out) for p, h in humming.items()}}
     errors, us, steps = _check_and_time(name, layers, want, None, humming, rounds)
     return LayerResult(name, tokens, us["chord"], {p: us[f"humming_{p}"] for p in humming}, steps, errors, block_m,
-                       {p: h.configs for p, h in humming.items()}, {p: h.bound_us(steps[p]) for p, h in humming.items()})
+                       {p: h.configs for p, h in humming.items()}, {p: h.bound_us(steps[p]) for p, h in humming.items()},
+                       draw)
 
 
 def _batched_layer(name: str, scenario: LayerScenario, weights: _Weights, lib: HummingKernels, seed: int,
-                   rounds: int, device: torch.device) -> LayerResult:
+                   rounds: int, device: torch.device, draw: str) -> LayerResult:
     """DeepEP low latency: ``[E_local, capacity, H]`` rows, ``counts[e]`` of them valid per expert."""
     experts, cap = scenario.local_experts, scenario.capacity
     gen = torch.Generator(device=device).manual_seed(seed + scenario.tokens)
     hidden = (torch.randn(experts * cap, HIDDEN, device=device, generator=gen) * 0.5).to(torch.bfloat16)
-    pick = torch.randint(0, experts, (scenario.tokens,), device=device, generator=gen)
-    counts = torch.bincount(pick, minlength=experts).clamp_max(cap).to(torch.int32)
+    counts = draw_counts(scenario.tokens, experts, cap, draw, gen)
     w13, w2 = weights.w13, weights.w2
     block_m = layer_block_m(w13, w2, scenario.tokens)  # chord-vllm's
     groups = MaskedRows(counts, cap)
@@ -443,7 +470,7 @@ def _batched_layer(name: str, scenario: LayerScenario, weights: _Weights, lib: H
     errors, us, steps = _check_and_time(name, layers, want, rows, {"grouped_masked": humming}, rounds)
     return LayerResult(name, scenario.tokens, us["chord"], {"grouped_masked": us["humming_grouped_masked"]}, steps,
                        errors, block_m, {"grouped_masked": humming.configs},
-                       {"grouped_masked": humming.bound_us(steps["grouped_masked"])})
+                       {"grouped_masked": humming.bound_us(steps["grouped_masked"])}, draw)
 
 
 def _compile_ahead(lib: HummingKernels, plans: dict[tuple[str, str], dict[str, dict]], device: torch.device,
@@ -459,9 +486,12 @@ def _compile_ahead(lib: HummingKernels, plans: dict[tuple[str, str], dict[str, d
 
 
 def run(ids: Sequence[str] | None = None, *, seed: int = 0, rounds: int = 5, device: str = "cuda",
-        log: Log = print) -> list[LayerResult]:
-    """Check and time the layer scenarios ``ids`` (all when empty); needs CUDA and humming-kernels."""
+        log: Log = print, draw: str = "uniform") -> list[LayerResult]:
+    """Check and time the layer scenarios ``ids`` (all when empty) on the routing ``draw``
+    (:data:`~chord_bench.scenarios.DRAWS`); needs CUDA and humming-kernels."""
     names = select(ids)
+    if draw not in DRAWS:
+        raise ChordInputError(f"draw: expected one of {list(DRAWS)}, got {draw!r}")
     if not torch.cuda.is_available():
         raise ChordUnsupportedError("the layer benchmark needs a CUDA GPU")
     lib = HummingKernels()
@@ -485,7 +515,7 @@ def run(ids: Sequence[str] | None = None, *, seed: int = 0, rounds: int = 5, dev
     for name in names:
         t0 = time.time()
         s = LAYER_SCENARIOS[name]
-        r = (_batched_layer if s.batched else _layer)(name, s, weights[s.profile], lib, seed, rounds, dev)
+        r = (_batched_layer if s.batched else _layer)(name, s, weights[s.profile], lib, seed, rounds, dev, draw)
         paths = ", ".join(f"humming {p} {v:.1f} µs" for p, v in r.humming_us.items())
         log(f"{name}: Chord {r.chord_us:.1f} µs, {paths}, {r.ratio:.2f}x ({time.time() - t0:.0f} s)")
         results.append(r)
@@ -503,7 +533,8 @@ def format_table(results: Sequence[LayerResult]) -> str:
             best = path == r.best_path
             bound = r.humming_bound_us.get(path)
             at_floor = f"{bound:.1f} ({bound / r.chord_us:.2f}×)" if bound is not None else "–"
-            lines.append(f"| {r.scenario} | {r.tokens} | {r.chord_us:.1f} ({r.chord_block_m}) | {path}"
+            scenario = r.scenario if r.draw == "uniform" else f"{r.scenario} ({r.draw})"
+            lines.append(f"| {scenario} | {r.tokens} | {r.chord_us:.1f} ({r.chord_block_m}) | {path}"
                          f"{' (faster)' if best and len(r.humming_us) > 1 else ''} | {total:.1f} | {steps} | "
                          f"{total / r.chord_us:.2f}× | {at_floor} |")
     return "\n".join(lines)
@@ -532,6 +563,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=Path("bench-results"), help="directory for layer.json and layer.md")
     p.add_argument("--seed", type=int, default=0, help="base seed of weights, activations and routing")
     p.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (default: %(default)s)")
+    p.add_argument("--draw", choices=DRAWS, default="uniform",
+                   help="routing: uniform, or skewed -- one local expert with 8x the average rows (default: %(default)s)")
     p.add_argument("--device", default="cuda", help="CUDA device (default: %(default)s)")
     return p.parse_args(argv)
 
@@ -541,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         names = select(args.scenarios)
         results = run(names, seed=args.seed, rounds=args.rounds, device=args.device,
-                      log=lambda m: print(m, file=sys.stderr, flush=True))
+                      log=lambda m: print(m, file=sys.stderr, flush=True), draw=args.draw)
     except (ChordInputError, ChordUnsupportedError) as exc:
         print(f"chord_bench.layer: {exc}", file=sys.stderr)
         return 2

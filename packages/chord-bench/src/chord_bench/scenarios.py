@@ -222,23 +222,34 @@ def draw_seed(base_seed: int, scenario_id: str, draw: str) -> int:
     return (base_seed * 1_000_003 + zlib.crc32(f"{scenario_id}/{draw}".encode())) % (2**63)
 
 
-def _hot_rows(average: float, cap: int | None = None) -> int:
+def hot_rows(average: float, cap: int | None = None) -> int:
+    """Rows of the skewed draw's hot expert: :data:`SKEW_FACTOR` x ``average`` (at most ``cap``)."""
     rows = max(1, round(SKEW_FACTOR * average))
     return rows if cap is None else min(rows, cap)
 
 
-def _single_expert_rows(rows: int, experts: int, draw: str, gen: torch.Generator,
-                        cap: int | None = None) -> tuple[torch.Tensor, int | None]:
-    """``rows`` expert ids in ``[0, experts)``: uniform, or one hot expert with 8x the average
-    (at most ``cap`` rows: a masked buffer holds no more per expert)."""
+def single_expert_rows(rows: int, experts: int, draw: str, gen: torch.Generator,
+                       cap: int | None = None) -> tuple[torch.Tensor, int | None]:
+    """``rows`` expert ids in ``[0, experts)`` on ``gen``'s device, and the hot expert (None when
+    uniform): uniform, or one hot expert with 8x the average (at most ``cap`` rows: a masked
+    buffer holds no more per expert)."""
+    device = gen.device
     if draw == "uniform":
-        return torch.randint(0, experts, (rows,), generator=gen), None
-    hot = int(torch.randint(0, experts, (1,), generator=gen))
-    n_hot = min(rows, _hot_rows(rows / experts, cap))
-    others = torch.randint(0, experts - 1, (rows - n_hot,), generator=gen)
+        return torch.randint(0, experts, (rows,), generator=gen, device=device), None
+    hot = int(torch.randint(0, experts, (1,), generator=gen, device=device))
+    n_hot = min(rows, hot_rows(rows / experts, cap))
+    others = torch.randint(0, experts - 1, (rows - n_hot,), generator=gen, device=device)
     others = others + (others >= hot).to(others.dtype)  # skip the hot expert
-    ids = torch.cat([torch.full((n_hot,), hot, dtype=others.dtype), others])
-    return ids[torch.randperm(rows, generator=gen)], hot
+    ids = torch.cat([torch.full((n_hot,), hot, dtype=others.dtype, device=device), others])
+    return ids[torch.randperm(rows, generator=gen, device=device)], hot
+
+
+def pin_hot_expert(scores: torch.Tensor, hot: int, n_hot: int, gen: torch.Generator) -> None:
+    """Make expert ``hot`` the top score of ``n_hot`` random rows of ``scores`` ([tokens, experts],
+    values in [0, 1]) and the lowest of every other row, so that a top-k over the rows picks it
+    exactly ``n_hot`` times."""
+    scores[:, hot] = -1.0
+    scores[torch.randperm(scores.shape[0], generator=gen, device=scores.device)[:n_hot], hot] = 2.0
 
 
 def _topk_rows(tokens: int, experts: int, top_k: int, draw: str, gen: torch.Generator) -> tuple[torch.Tensor, int | None]:
@@ -247,9 +258,7 @@ def _topk_rows(tokens: int, experts: int, top_k: int, draw: str, gen: torch.Gene
     hot = None
     if draw == "skewed":
         hot = int(torch.randint(0, experts, (1,), generator=gen))
-        n_hot = min(tokens, _hot_rows(tokens * top_k / experts))
-        scores[:, hot] = -1.0  # nobody picks it ...
-        scores[torch.randperm(tokens, generator=gen)[:n_hot], hot] = 2.0  # ... except n_hot tokens
+        pin_hot_expert(scores, hot, min(tokens, hot_rows(tokens * top_k / experts)), gen)
     return scores.topk(top_k, dim=1).indices, hot
 
 
@@ -280,7 +289,7 @@ def draw_routing(scenario: Scenario, draw: str = "uniform", seed: int = 0) -> Ro
         if scenario.family == "contiguous" and draw == "uniform":
             flat, hot = _balanced_rows(experts, scenario.rows_per_expert or 0, gen), None
         else:
-            flat, hot = _single_expert_rows(scenario.tokens, experts, draw, gen, scenario.expert_max_tokens)
+            flat, hot = single_expert_rows(scenario.tokens, experts, draw, gen, scenario.expert_max_tokens)
         ids = flat.unsqueeze(1)
         weights = torch.rand(ids.shape, generator=gen) * 0.9 + 0.1
     ids = ids.to(torch.int32)
@@ -412,6 +421,9 @@ __all__ = [
     "expected_experts_used",
     "expected_floor_us",
     "gemm_costs",
+    "hot_rows",
     "layer_floor_us",
+    "pin_hot_expert",
     "select",
+    "single_expert_rows",
 ]
