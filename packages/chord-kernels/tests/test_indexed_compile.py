@@ -57,3 +57,27 @@ def test_host_and_device_shared_memory_plans_must_agree(monkeypatch: pytest.Monk
     kernel = CudaKernel(name="indexed_decode_drift", source=cfg.source(), entry=cfg.kernel().entry)
     with pytest.raises(ChordCompileError, match="shared-memory plans differ"):
         kernel.compile("sm_90a")
+
+
+def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
+    """The split tail (``tail_parts``, opt-in) of the Kimi GEMMs' item shapes it takes: four
+    warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items, 56-token one-block items, three
+    warpgroups' down and a top-k-sum twin. The four-warpgroup items spill 4-20 bytes outside the K
+    loop at their 96 registers (the epilogue reloads two pointers; ptxas, docs/optimization.md,
+    session 54); the others none."""
+    from chord_kernels.indexed import choose_wgmma_config
+    from chord_kernels.indexed.planner import silu_mul_twin
+
+    plans = [silu_mul_twin(choose_wgmma_config(4096, 7168, 24, 16.0), 4096),
+             silu_mul_twin(choose_wgmma_config(4096, 7168, 64, 128.0), 4096),
+             silu_mul_twin(choose_wgmma_config(4096, 7168, 56, 43.0), 4096),
+             choose_wgmma_config(7168, 2048, 24, 16.0), choose_wgmma_config(7168, 2048, 64, 128.0).topk_sum_twin(7168)]
+    configs = [dataclasses.replace(c, tail_parts=8, subnormal=sub) for c in plans for sub in (False, True)]
+    kernels = [CudaKernel(name="indexed_tail_check", source=cfg.source(), entry=cfg.kernel().entry,
+                          flags=("-Xptxas", "-v")) for cfg in configs]
+    for cfg, cubin in zip(configs, compile_all(kernels, "sm_90a"), strict=True):
+        log = json.loads(cubin.with_suffix(".json").read_text())["log"]
+        assert "C7511" not in log and "C7512" not in log, f"{cfg}: wgmma serialized\n{log}"
+        spills = max(int(x) for x in re.findall(r"(\d+) bytes spill", log))
+        assert spills <= (24 if cfg.consumers == 4 else 0), f"{cfg}: {spills} bytes spilled\n{log}"
+

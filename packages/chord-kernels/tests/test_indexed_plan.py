@@ -16,7 +16,7 @@ from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
 from chord_kernels.indexed.planner import config_for_rows, configs_for, silu_mul_twin
-from chord_kernels.indexed.wgmma import block_rows_wide_configs
+from chord_kernels.indexed.wgmma import block_rows_wide_configs, choose_wgmma_config
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
     WorkspaceLayout,
@@ -126,6 +126,25 @@ def test_config_override_and_errors() -> None:
         _plan(512, 7168, 8, -1)
     with pytest.raises(ChordInputError, match="row_widths: expected a block of 16 tokens or more"):
         dataclasses.replace(general_config(8), row_widths=True)
+
+
+def test_split_tail_is_opt_in_and_sizes_its_workspace() -> None:
+    planned = choose_wgmma_config(4096, 7168, 24, tok_e=16.0)  # four warpgroups, 24 x 2 items, dynamic
+    assert planned.tail_parts == 0 and planned.workspace(SMS) == WorkspaceLayout(counters=2)
+    tail = dataclasses.replace(planned, tail_parts=8)
+    plan = _plan(4096, 7168, 24, 300, config=tail)
+    # The dynamic counters, one arrival counter per (tail item, consumer warpgroup) and one slot of
+    # the widest item's fp32 accumulators per part: at most one part per CTA.
+    assert plan.workspace == WorkspaceLayout(counters=2, flags=SMS * 4, partials=SMS * 512 * 48)
+    assert plan.smem == planned.smem_bytes(300) and plan.grid == SMS
+    assert tail.template_args().endswith(", 8") and tail.source() != planned.source()
+    for bad in (dict(tail_parts=1), dict(tail_parts=33), dict(tail_parts=-2)):
+        with pytest.raises(ChordInputError, match="tail_parts: expected 0, or 2..32"):
+            dataclasses.replace(planned, **bad)
+    with pytest.raises(ChordInputError, match="n_run=0"):
+        dataclasses.replace(choose_wgmma_config(7168, 256, 64), tail_parts=4)  # runs of N tiles (K = 256)
+    with pytest.raises(ChordInputError, match="weight_ring=False"):
+        dataclasses.replace(block_rows_wide_configs(4096, 7168)[0], tail_parts=4)  # the wide items
 
 
 def test_contiguous_mode_takes_wide_items_where_experts_pass_one_segment() -> None:

@@ -1,12 +1,15 @@
-"""The balanced schedule's split-item bookkeeping, emulated on the CPU.
+"""The split-K bookkeeping of the indexed kernels' schedules, emulated on the CPU.
 
-Mirrors decode.cuh (balanced_start, owner_of_unit, the part count of finish_split_part) and checks
-that every item cut by a CTA range boundary is finished exactly once, by the last of its parts,
-from partials that sit in distinct workspace slots.
+The balanced schedule mirrors decode.cuh (balanced_start, owner_of_unit, the part count of
+finish_split_part): every item cut by a CTA range boundary is finished exactly once, by the last of
+its parts, from partials that sit in distinct workspace slots. The WGMMA kernel's split tail mirrors
+scheduler.cuh (tail_split, part_stages) and wgmma.cuh (the producer's unit mapping, the header bits,
+the workspace slots and counters of arrive_tail_part).
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 
 
@@ -55,3 +58,74 @@ def test_split_items_have_one_finisher_and_distinct_slots() -> None:
                 slot = (c, 0 if starts_late else 1)
                 assert slot not in slots, f"two parts share workspace slot {slot}"
                 slots.add(slot)
+
+
+# scheduler.cuh / wgmma.cuh, line for line.
+PART_SHIFT, PARTS_SHIFT, TAIL_SHIFT, PART_MASK = 18, 24, 16, 63
+
+
+def tail_split(total: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
+    tail = total % grid
+    parts = 1 if tail == 0 else min(max_parts, stages, grid // tail)
+    return (total, 1) if parts < 2 else (total - tail, parts)
+
+
+def part_stages(part: int, parts: int, num_kc: int) -> tuple[int, int]:
+    return num_kc * part // parts, num_kc * (part + 1) // parts
+
+
+def unit_of(item: int, full: int, parts: int, num_kc: int) -> tuple[int, int, int, int, int]:
+    """The producer's mapping of a unit: (item, kc0, kc1, Header::width bits, Header::ntile bits)."""
+    if item < full:
+        return item, 0, num_kc, 0, 0
+    v = item - full
+    part = v % parts
+    kc0, kc1 = part_stages(part, parts, num_kc)
+    return full + v // parts, kc0, kc1, (part << PART_SHIFT) | (parts << PARTS_SHIFT), (v // parts) << TAIL_SHIFT
+
+
+def test_split_tail_covers_every_stage_once_and_finishes_each_item_once() -> None:
+    rng = random.Random(1)
+    from chord_kernels.indexed.wgmma import TAIL_PARTS_MAX
+    for _ in range(4000):
+        grid, num_kc = rng.randint(1, 264), rng.randint(1, 40)
+        total, max_parts = rng.randint(0, 4 * grid), rng.randint(2, TAIL_PARTS_MAX)
+        full, parts = tail_split(total, grid, num_kc, max_parts)
+        units = full + (total - full) * parts
+        tail = total - full
+        if parts == 1:
+            assert full == total, "no split: every unit a whole item"
+        else:
+            assert full % grid == 0 and 0 < tail <= grid // 2, "only a last round of at most half the grid is cut"
+            assert units - full <= grid, "the parts fill at most one round: one per CTA under the strided order"
+            assert parts <= min(max_parts, num_kc)
+        covered: dict[int, list[tuple[int, int]]] = {}
+        slots: set[int] = set()
+        for u in range(units):
+            item, kc0, kc1, width_bits, ntile_bits = unit_of(u, full, parts, num_kc)
+            assert 0 <= kc0 < kc1 <= num_kc, "every unit runs at least one stage"
+            covered.setdefault(item, []).append((kc0, kc1))
+            if u >= full:
+                # The consumer decodes the part from the header; the slot and counter follow.
+                p, n, t = (width_bits >> PART_SHIFT) & PART_MASK, (width_bits >> PARTS_SHIFT) & PART_MASK, ntile_bits >> TAIL_SHIFT
+                assert (n, p, t) == (parts, (u - full) % parts, (u - full) // parts)
+                assert part_stages(p, n, num_kc) == (kc0, kc1)
+                slot = t * n + p
+                assert slot < grid and slot not in slots, "one workspace slot per part"
+                slots.add(slot)
+                assert t < grid, "one counter per tail item (and consumer warpgroup)"
+        assert sorted(covered) == list(range(total))
+        for item, ranges in covered.items():
+            ranges.sort()
+            assert ranges[0][0] == 0 and ranges[-1][1] == num_kc, f"item {item}: K from its first stage to its last"
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges)), f"item {item}: parts meet, never overlap"
+            assert len(ranges) == (1 if item < full else parts)
+
+
+def test_split_tail_takes_the_sparse_last_round_of_a_hot_expert() -> None:
+    # Session 53's ep8_tok16 draw: 400 gate_up items on 132 SMs leave 4 in a fourth round; 28 stages
+    # of 256 K. The tail's 4 items become 4 x 8 parts, so no CTA runs more than three items and a part.
+    assert tail_split(400, 132, 28, 8) == (396, 8)
+    assert tail_split(384, 132, 28, 8) == (384, 1)  # the uniform draw's 2.91 rounds: 120 in the last, not cut
+    assert tail_split(3, 132, 8, 32) == (0, 8)  # a few items, every one cut (at most its stages)
+    assert tail_split(70, 132, 28, 8) == (70, 1)  # more than half the grid: no gain from halves

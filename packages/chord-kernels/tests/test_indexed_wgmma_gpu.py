@@ -273,11 +273,14 @@ def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
     assert torch.equal(outs[0], outs[1]), "row widths changed the result"
 
 
-@pytest.mark.parametrize(("dynamic", "runs"), [(False, False), (True, False), (False, True)],
-                         ids=["strided", "dynamic", "runs"])
-def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool) -> None:
+@pytest.mark.parametrize(("dynamic", "runs", "tail_parts"), [(False, False, 0), (True, False, 0), (False, True, 0),
+                                                            (True, False, 8)],
+                         ids=["strided", "dynamic", "runs", "split_tail"])
+def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool, tail_parts: int) -> None:
     """Capture, then two replays on fresh inputs (the dynamic schedule's counters are reset by each
-    launch, so every replay takes every item; runs: K = 256, the planned runs of N tiles)."""
+    launch, so every replay takes every item; runs: K = 256, the planned runs of N tiles; split tail:
+    its 32-40 items, fewer than half the SMs, each cut into 3 or 4 parts whose arrival counters each
+    launch resets)."""
     gen = torch.Generator(device="cuda").manual_seed(11)
     e, n, k, rows, top_k, block_m = 16, 512, 256 if runs else 1024, 300, 2, 48
     packed, scales = _weights(e, n, k, gen)
@@ -286,7 +289,7 @@ def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool) -> None:
     r = align_block_size(ids, block_m, e)
     a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
     out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
-    config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic)
+    config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic, tail_parts=tail_parts)
     assert bool(config.n_run) == runs
     ws = new_workspace(plan(pw, block_m=block_m, capacity=r.expert_ids.numel(), config=config).workspace_bytes)
     run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731

@@ -82,6 +82,8 @@ tokens (TP8 gate_up); three counts (80, 96, 112) measured no better (docs/optimi
 ONE_BLOCK_ROW_WIDTHS_MIN = 32
 """The narrowest one-block item with row widths (:func:`_row_widths`): below 32 tokens a wgmma costs
 the same whatever its width (docs/optimization.md, session 11)."""
+TAIL_PARTS_MAX = 32
+"""The most parts a split tail's item is cut into (``WgmmaConfig.tail_parts``)."""
 ROW_WIDTHS_MIN_K = 256
 """The 64 x 2 items' row widths only above this K: at K = 256 (TP8's down, one stage per item) they
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
@@ -246,6 +248,12 @@ class WgmmaConfig:
     shift_pairs: bool = False
     """With ``subnormal``: shift every nibble pair to bit 0 first (three shifts per code word instead
     of one; the per-step loops of the one-block items with row widths are faster so)."""
+    tail_parts: int = 0
+    """Split tail (0: off): where the whole items leave a last round of at most half the grid, that
+    round's items are cut along K into up to this many parts of whole stages, the last part to finish
+    summing every part's fp32 partial from the workspace in part order. Deterministic, but a token's
+    bits then depend on its batch's item count. Opt-in: not measured yet (docs/optimization.md,
+    session 54)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -285,6 +293,10 @@ class WgmmaConfig:
                                   f"spill), got {self}")
         if self.pingpong and (not self.n_run or self.consumers != 2):
             raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
+        if self.tail_parts and not (2 <= self.tail_parts <= TAIL_PARTS_MAX and not self.n_run and not self.weight_ring):
+            raise ChordInputError(f"tail_parts: expected 0, or 2..{TAIL_PARTS_MAX} parts of items of one N tile "
+                                  f"(n_run=0) with the weights in the stages (weight_ring=False: its 144-168-token "
+                                  f"items spill in the K loop with a split tail), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2, 3, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -389,9 +401,12 @@ class WgmmaConfig:
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
     def workspace(self, grid: int) -> WorkspaceLayout:
-        """The dynamic schedule's two counters (next item, CTAs done); none for the strided one."""
-        del grid
-        return WorkspaceLayout(counters=2 if self.dynamic else 0)
+        """The dynamic schedule's two counters (next item, CTAs done), none for the strided one; with
+        ``tail_parts`` an arrival counter per (tail item, consumer warpgroup) and a partial slot of
+        the widest item's ``block_n x tile`` fp32 accumulators per tail part (at most one per CTA)."""
+        flags = grid * self.consumers if self.tail_parts else 0
+        partials = grid * self.block_n * self.tile if self.tail_parts else 0
+        return WorkspaceLayout(counters=2 if self.dynamic else 0, flags=flags, partials=partials)
 
     @property
     def wgmma_widths(self) -> tuple[int, ...]:
@@ -407,6 +422,11 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
+        if self.tail_parts:  # every argument, up to the last
+            tail = ", ".join(str(f).lower() for f in (self.pingpong, self.whole_stages, self.subnormal, self.shift_pairs))
+            return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
+                    f"{mask}u, {self.consumer_regs}, {sum(1 << (w // 8 - 1) for w in self.row_widths)}u, {self.n_run}, "
+                    f"{tail}, {self.tail_parts}")
         sub = (", true, true" if self.shift_pairs else ", true") if self.subnormal else ""
         whole = ", true" if self.whole_stages else (", false" if sub else "")
         runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""

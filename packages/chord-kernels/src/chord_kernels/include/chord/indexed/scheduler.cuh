@@ -14,6 +14,11 @@
 // itself in on the owner's counter; the last part to arrive sums the partials in CTA order and
 // stores the item (decode.cuh finish_split_part). Nobody waits, so progress never depends on how
 // many CTAs are resident, and results are deterministic.
+// Split tail (WGMMA kernel, opt-in): where the whole items leave a last round of at most half the
+// grid, each of that round's items is cut along K into parts of whole stages, scheduled as units
+// after the whole items; the parts finish as the balanced schedule's do (wgmma.cuh
+// finish_tail_part), summed in part order. The cut depends on the item count, so a token's bits
+// may differ between batches (never between runs of one batch).
 #pragma once
 
 #include <cstdint>
@@ -38,6 +43,28 @@ __device__ __forceinline__ void release_item_counter(const Args& args) {
 // First unit of CTA `cta`'s range under the balanced schedule.
 __device__ __forceinline__ int64_t balanced_start(int64_t units, int cta, int grid) {
   return units * cta / grid;
+}
+
+// The split tail of `total` whole items of `stages` K stages on `grid` CTAs (at most `max_parts`
+// parts per item): units [0, full) are whole items, then the tail's items full, full + 1 ... in
+// `parts` consecutive units each. parts = 1: no split (no tail, or one too full to gain: fewer than
+// two parts per item fit the grid).
+struct TailSplit {
+  int full;
+  int parts;
+  __device__ __forceinline__ int units(int total) const { return full + (total - full) * parts; }
+};
+
+__device__ __forceinline__ TailSplit tail_split(int total, int grid, int stages, int max_parts) {
+  const int tail = total % grid;
+  const int parts = tail == 0 ? 1 : min(min(max_parts, stages), grid / tail);
+  return parts < 2 ? TailSplit{total, 1} : TailSplit{total - tail, parts};
+}
+
+// The stages [x, y) of part `part` of `parts` (<= num_kc) of a K loop of num_kc stages: every part
+// gets at least one.
+__device__ __forceinline__ int2 part_stages(int part, int parts, int num_kc) {
+  return make_int2(num_kc * part / parts, num_kc * (part + 1) / parts);
 }
 
 // Compact the work items' first blocks of [0, used) into `list` (entries: block | expert << 16;

@@ -32,6 +32,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "chord/common/activation.cuh"
 #include "chord/common/dequant.cuh"
@@ -67,11 +68,15 @@ namespace chord::indexed {
 // while the other's wgmmas do. kWholeStages: K is a multiple of kBK, so that every stage holds
 // kGroups groups and the K loop has no bound to check. kSubnormal: every scale is below 2^-5 in
 // magnitude, so the consumers dequantize with one fma per A register (dequant.cuh), with the pairs at
-// bit 4 in place unless kShiftPairs.
+// bit 4 in place unless kShiftPairs. kTailParts (0: off): where the whole items leave a last round
+// of at most half the grid, its items are cut along K into up to kTailParts parts of whole stages
+// (scheduler.cuh tail_split), each part's fp32 partial goes to the workspace and the last part to
+// arrive sums them in part order and runs the epilogue.
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
-          bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false>
+          bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false,
+          int kTailParts_ = 0>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -94,6 +99,7 @@ struct WgmmaConfig {
   static constexpr bool kResident = kNRun_ > 0;  // the run's activation tile stays in shared memory
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kWholeStages = kWholeStages_;
+  static constexpr int kTailParts = kTailParts_;
   static constexpr Dequant kDequant =
       !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
@@ -118,6 +124,9 @@ struct WgmmaConfig {
   static_assert(kBK == 128 || kBK == 256, "a stage is half or all of a 256-wide packed K tile");
   static_assert(!kResident || (kBK == 256 && !kWeightRing), "runs: one stage of whole-K weights per N tile");
   static_assert(!kPingPong || (kResident && kConsumers_ == 2), "ping-pong: two warpgroups, items of one stage");
+  // (The weight ring's items, 144-168 tokens, spill in the K loop with it: ptxas.)
+  static_assert(kTailParts_ == 0 || (kTailParts_ >= 2 && !kResident && !kWeightRing),
+                "split tail: 2+ parts of items of one N tile, weights in the stages");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
@@ -223,6 +232,12 @@ struct WgmmaConfig {
 constexpr int kRunFirst = 1 << 16;
 constexpr int kRunLast = 1 << 17;
 constexpr int kWidthMask = kRunFirst - 1;
+// Header fields of a split tail's part (kTailParts): Header::width bits kPartShift up its part and
+// kPartsShift up the item's parts (0: a whole item), Header::ntile bits kTailShift up its tail item.
+constexpr int kPartShift = 18;
+constexpr int kPartsShift = 24;
+constexpr int kTailShift = 16;
+constexpr int kPartMask = 63;
 
 // Named barriers (id 0 is __syncthreads): the producer warpgroup, each consumer warpgroup (2 + c),
 // and with kPingPong each consumer warpgroup's turn on the tensor cores (kTurnBarrier + c).
@@ -304,12 +319,21 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
   int pending = 0;
   for (int it = 0, item = blockIdx.x;; ++it) {
+    // kTailParts: the whole items, then the split tail's parts (listed items only). Worked out per
+    // unit from the grid size read each time: kept in registers through the loop they spilled (ptxas).
+    TailSplit split{total, 1};
+    if constexpr (Cfg::kTailParts > 0) {
+      int grid;
+      asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
+      if (listed) split = tail_split(total, grid, num_kc, Cfg::kTailParts);
+    }
+    const int units = split.units(total);
     if constexpr (Cfg::kDynamic) {
       if (pw == 0) {
         if (it > 0) item = static_cast<int>(gridDim.x) + __shfl_sync(0xffffffffu, pending, 0);
         if (lane == 0) {
           item_ids[it & 1] = item;
-          if (item < total) pending = atomicAdd(args.counters, 1);
+          if (item < units) pending = atomicAdd(args.counters, 1);
         }
       }
       named_barrier(kProducerBarrier, 128);
@@ -321,11 +345,22 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
       item += grid;
     }
-    const bool done = item >= total;
+    const bool done = item >= units;
     int block = 0, expert = -1, ntile = 0, nsub = 0, run_tiles = 1;
+    int work = item, kc0 = 0, kc1 = num_kc;  // the unit's item and stages
+    int part_bits = 0, tail_bits = 0;       // (Header::width and ::ntile of a split tail's part)
+    if (Cfg::kTailParts > 0 && !done && item >= split.full) {
+      const int v = item - split.full, part = v % split.parts;
+      work = split.full + v / split.parts;
+      const int2 stages = part_stages(part, split.parts, num_kc);
+      kc0 = stages.x;
+      kc1 = stages.y;
+      part_bits = (part << kPartShift) | (split.parts << kPartsShift);
+      tail_bits = (v / split.parts) << kTailShift;
+    }
     if (!done) {
-      const int cb = item / units_per_block;
-      ntile = item - cb * units_per_block;
+      const int cb = work / units_per_block;
+      ntile = work - cb * units_per_block;
       if constexpr (Cfg::kResident) {
         ntile *= Cfg::kNRun;
         run_tiles = min(Cfg::kNRun, ntiles - ntile);
@@ -356,7 +391,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     int width = 0;  // Header::width of the item (warp 0)
     for (int j = 0; j < run_tiles; ++j, ++ntile) {
       const bool first = j == 0;  // of a run: the item's slots, rows (and resident activations) are loaded
-      for (int kc = 0; kc < (done ? 1 : num_kc); ++kc) {
+      for (int kc = kc0; kc < (done ? kc0 + 1 : kc1); ++kc) {
         const int nkg = Cfg::stage_groups(kc, kgroups);
         const uint32_t full = full0 + stage * 8;
         const int k0 = kc * Cfg::kBK;
@@ -365,7 +400,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         const uint32_t act_bytes = (Cfg::kTmaRows && !done) ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128) : 0u;
         ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
         Header& h = headers[stage];
-        if (kc == 0) {
+        if (kc == kc0) {
           if (pw == 0) {
             if (first) {
               int last_real = -1;  // the item's last row with a real slot
@@ -403,9 +438,9 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             }
             if (lane == 0) {
               h.item = done ? -1 : item;
-              h.ntile = ntile;
+              h.ntile = ntile | tail_bits;
               const int run_flags = (first ? kRunFirst : 0) | (j == run_tiles - 1 ? kRunLast : 0);
-              h.width = width | (Cfg::kResident ? run_flags : 0);
+              h.width = width | (Cfg::kResident ? run_flags : 0) | part_bits;
               h.block = block;
             }
           }
@@ -729,9 +764,12 @@ __device__ __forceinline__ void topk_arrive_and_reduce(const Args& args, const u
   named_barrier(2 + consumer, 128);  // the ready list is read before the next item's staging
 }
 
-template <class Cfg, int kN>
-__device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& st,
-                                               uint8_t* epi, int ntile, int warp, int lane) {
+// The epilogue of an item of kN tokens from its accumulators: the registers (ConsumerState), or a
+// split tail's PartSums.
+template <class Cfg, int kN, class Source>
+__device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& source, uint8_t* epi, int ntile,
+                                               int warp, int lane) {
+  constexpr bool kRegisters = std::is_same_v<Source, ConsumerState<Cfg>>;
   constexpr int kNT = kN / 8;
   constexpr int kEpiNT = kNT < Cfg::kEpiGroups ? kNT : Cfg::kEpiGroups;
   const int consumer = threadIdx.x / 128;
@@ -748,17 +786,34 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
   constexpr int kChunks = kEpiNT * 8 * kChunksPerRow;
   // Output x of tile i: the accumulator, or silu(gate) * up computed as ops.silu_and_mul does on
   // the unfused bf16 output (gate and up rounded to bf16, fp32 math), so both paths agree bit for bit.
-  const auto value = [&](int i, int x) {
-    if constexpr (Cfg::kSiluMul) {
-      const float g = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(0)[x]));
-      const float u = __bfloat162float(__float2bfloat16_rn(st.template tile<kN>(1)[x]));
+  const auto act = [](float gate, float up) {
+    const float g = __bfloat162float(__float2bfloat16_rn(gate));
+    const float u = __bfloat162float(__float2bfloat16_rn(up));
+    return silu_of_bf16(g) * u;
+  };
+  const auto value = [&](int i, int x) {  // (from the registers)
+    if constexpr (!kRegisters) {
+      return 0.0f;
+    } else if constexpr (Cfg::kSiluMul) {
+      const float g = __bfloat162float(__float2bfloat16_rn(source.template tile<kN>(0)[x]));
+      const float u = __bfloat162float(__float2bfloat16_rn(source.template tile<kN>(1)[x]));
       return silu_of_bf16(g) * u;
     } else {
-      return st.template tile<kN>(i)[x];
+      return source.template tile<kN>(i)[x];
+    }
+  };
+  float4 sums[Cfg::kMT][kEpiNT];  // (PartSums: the pass's accumulators)
+  const auto values = [&](int i, int jj) {  // outputs 4 j .. 4 j + 3 of the pass's j0 + jj (PartSums)
+    if constexpr (Cfg::kSiluMul) {
+      const float4 g = sums[0][jj], u = sums[1][jj];
+      return make_float4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
+    } else {
+      return sums[i][jj];
     }
   };
 #pragma unroll
   for (int j0 = 0; j0 < kNT; j0 += kEpiNT) {
+    if constexpr (!kRegisters) source.pass(sums, j0);
 #pragma unroll
     for (int i = 0; i < Cfg::kOutMT; ++i)
 #pragma unroll
@@ -766,8 +821,15 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
         const int j = j0 + jj;
         if (j < kNT) {
           const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
-          __nv_bfloat162 lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
-          __nv_bfloat162 hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
+          __nv_bfloat162 lo, hi;
+          if constexpr (kRegisters) {
+            lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
+            hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
+          } else {
+            const float4 v = values(i, jj);
+            lo = __floats2bfloat162_rn(v.x * w0, v.y * w1);
+            hi = __floats2bfloat162_rn(v.z * w0, v.w * w1);
+          }
           if constexpr (Cfg::kTopkSum) {
             // -0 + +0 = +0: a token's one local row is its sum, which adds from +0 (reduce_chunk).
             lo = __hadd2(lo, __float2bfloat162_rn(0.0f));
@@ -799,6 +861,99 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
   }
 }
 
+// The epilogue's accumulators from the registers.
+template <class Cfg, int kN>
+struct RegisterQuads {
+  const ConsumerState<Cfg>& st;
+  __device__ __forceinline__ float4 operator()(int i, int j) const {
+    const float(&acc)[kN / 2] = st.template tile<kN>(i);
+    return make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  }
+};
+
+// A split tail's workspace (kTailParts): part slot s holds, per consumer warpgroup, its threads'
+// accumulators of the widest item as float4 rows of 128 threads (slot s, warpgroup c: block
+// s x kConsumers + c of kSlotVecs float4s).
+template <class Cfg>
+__device__ __forceinline__ float4* part_slot(const Args& args, int slot, int consumer) {
+  constexpr int kSlotVecs = Cfg::kMT * (Cfg::kTile / 8) * 128;
+  return reinterpret_cast<float4*>(args.partials) + (static_cast<int64_t>(slot) * Cfg::kConsumers + consumer) * kSlotVecs +
+         threadIdx.x % 128;
+}
+
+// The epilogue's accumulators of a split tail's item: its parts' slots summed in part order (the
+// same bits whichever part finishes last), one epilogue pass at a time: every part's loads of the
+// pass in flight together, the sums in registers the dead accumulators left free.
+template <class Cfg, int kN>
+struct PartSums {
+  const float4* first;  // part 0's slot (this thread's column)
+  int parts;
+  // Accumulators 4 j .. 4 j + 3 of tile i, j = j0 + jj < kN / 8, into sums[i][jj].
+  template <int kPassNT>
+  __device__ __forceinline__ void pass(float4 (&sums)[Cfg::kMT][kPassNT], int j0) const {
+    constexpr int64_t kPartStride = static_cast<int64_t>(Cfg::kMT) * (Cfg::kTile / 8) * 128 * Cfg::kConsumers;
+    const auto load = [&](int p, int i, int jj) { return __ldcg(first + p * kPartStride + (i * (kN / 8) + j0 + jj) * 128); };
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+      for (int jj = 0; jj < kPassNT; ++jj) {
+        if (j0 + jj < kN / 8) sums[i][jj] = load(0, i, jj);
+      }
+#pragma unroll 1
+    for (int p = 1; p < parts; ++p) {
+      float4 v[Cfg::kMT][kPassNT];
+#pragma unroll
+      for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+        for (int jj = 0; jj < kPassNT; ++jj) {
+          if (j0 + jj < kN / 8) v[i][jj] = load(p, i, jj);
+        }
+#pragma unroll
+      for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+        for (int jj = 0; jj < kPassNT; ++jj) {
+          if (j0 + jj < kN / 8) {
+            float4& sum = sums[i][jj];
+            sum.x += v[i][jj].x, sum.y += v[i][jj].y, sum.z += v[i][jj].z, sum.w += v[i][jj].w;
+          }
+        }
+    }
+  }
+};
+
+// A split tail's part after its K loop: this warpgroup's accumulators go to the part's slot and it
+// counts itself in on the tail item's counter. Returns whether it was the last part to arrive (it
+// then stores the item from PartSums; it has reset the counter for the next launch). Writers fence
+// before the barrier that precedes the count; the last arriver fences before the others' slots are
+// read. Nobody waits for another part.
+template <class Cfg, int kN>
+__device__ __forceinline__ bool arrive_tail_part(const Args& args, ConsumerState<Cfg>& st, int tail, int part,
+                                                 int parts, int consumer) {
+  float4* mine = part_slot<Cfg>(args, tail * parts + part, consumer);
+  const RegisterQuads<Cfg, kN> quad{st};
+#pragma unroll
+  for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j) __stcg(mine + (i * (kN / 8) + j) * 128, quad(i, j));
+  // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which the
+  // compiler can rematerialize, leave their registers to the sum's loads (PartSums).
+#pragma unroll
+  for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+    for (int x = 0; x < Cfg::kTile / 2; ++x) st.acc[i][x] = 0.0f;
+  __threadfence();  // this thread's partial is visible device-wide before the warpgroup counts itself in
+  named_barrier(2 + consumer, 128);
+  bool last = false;
+  if (threadIdx.x % 128 == 0) {
+    int* counter = args.flags + tail * Cfg::kConsumers + consumer;
+    last = atomicAdd(counter, 1) == parts - 1;
+    if (last) ptx::st_relaxed_gpu(counter, 0);  // every part has counted
+  }
+  if (!ptx::named_barrier_or(2 + consumer, 128, last)) return false;
+  __threadfence();  // the other parts' partials are read after their arrivals
+  return true;
+}
+
 // The ring position of a consumer warpgroup.
 struct Ring {
   int stage = 0;
@@ -813,6 +968,26 @@ struct Ring {
     }
   }
 };
+
+// The epilogue of an item from `source` (its accumulators: the registers, or PartSums), then with
+// kTopkSum the top-k sum.
+template <class Cfg, int kN, class Source>
+__device__ __forceinline__ void store_item(const Args& args, const Source& source, ConsumerState<Cfg>& st,
+                                           uint8_t* epi, int ntile, int warp, int lane) {
+  const int consumer = threadIdx.x / 128;
+  named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
+  wgmma_epilogue<Cfg, kN>(args, source, epi, ntile, warp, lane);
+  if constexpr (Cfg::kTopkSum) {
+    // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which
+    // the compiler can rematerialize instead of keeping through the sum.
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+      for (int x = 0; x < Cfg::kTile / 2; ++x) st.acc[i][x] = 0.0f;
+    topk_arrive_and_reduce<Cfg, kN>(args, epi, epi + Cfg::kEpiInfoBytes,
+                                    ntile * Cfg::kOutBN + consumer * Cfg::kOutMT * 64, threadIdx.x % 128, consumer);
+  }
+}
 
 // One item of kN tokens (its first stage is already full): the K loop, then the epilogue.
 template <class Cfg, int kN>
@@ -850,6 +1025,29 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     slots[r] = slot;
     tw[r] = h.weights[r];
   }
+  // The unit's stages [kc0, kc1): the item's, or a split tail part's. The part (parts, part, tail
+  // item; the end stage per thread) waits in the staging tile, not in the registers, which are the
+  // accumulators' (at 160 tokens one more register through the K loop spilled in it; ptxas).
+  int kc0 = 0;
+  int* const part_info = reinterpret_cast<int*>(epi + Cfg::kEpiInfoBytes);
+  volatile int* const kc_end = part_info + 3 + threadIdx.x % 128;
+  if constexpr (Cfg::kTailParts > 0) {
+    static_assert(Cfg::kEpiTokens * Cfg::kEpiRowBytes >= 4 * (3 + 128), "the part's info fits the staging tile");
+    const int parts = (h.width >> kPartsShift) & kPartMask, part = (h.width >> kPartShift) & kPartMask;
+    int kc1 = num_kc;
+    if (parts > 1) {
+      const int2 stages = part_stages(part, parts, num_kc);
+      kc0 = stages.x;
+      kc1 = stages.y;
+    }
+    *kc_end = kc1;
+    if (threadIdx.x % 128 == 0) {
+      part_info[0] = parts;
+      part_info[1] = part;
+      part_info[2] = h.ntile >> kTailShift;
+    }
+  }
+  const auto end_stage = [&] { return Cfg::kTailParts > 0 ? *kc_end : num_kc; };
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
   const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
   const uint32_t resident_full = smem_base + Cfg::kResidentBarOffset;  // (kResident only)
@@ -862,8 +1060,16 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   if constexpr (Cfg::kPingPong) named_barrier(kTurnBarrier + consumer, 256);
   int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
   int prev_w = -1;  // likewise its weight slot, when that stage was the slot's last reader
-  for (int kc = 0; kc < num_kc; ++kc) {
-    if (kc > 0) {
+  // A part from a later stage on accumulates onto zeros (the first wgmma's zeroing is at stage 0),
+  // and waits again for its first stage (already full), so that kc0 is not kept through the loop.
+  if (Cfg::kTailParts > 0 && kc0 > 0) {
+#pragma unroll
+    for (int i = 0; i < Cfg::kMT; ++i)
+#pragma unroll
+      for (int x = 0; x < kN / 2; ++x) st.template tile<kN>(i)[x] = 0.0f;
+  }
+  for (int kc = kc0; kc < end_stage(); ++kc) {
+    if (Cfg::kTailParts > 0 || kc > 0) {
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -922,18 +1128,18 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
     if (Cfg::kResident && (run & kRunLast)) ptx::mbarrier_arrive(resident_full + 8);  // the run's last reader
   }
-  named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
-  wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
-  if constexpr (Cfg::kTopkSum) {
-    // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which
-    // the compiler can rematerialize instead of keeping through the sum.
-#pragma unroll
-    for (int i = 0; i < Cfg::kMT; ++i)
-#pragma unroll
-      for (int x = 0; x < Cfg::kTile / 2; ++x) st.acc[i][x] = 0.0f;
-    topk_arrive_and_reduce<Cfg, kN>(args, epi, epi + Cfg::kEpiInfoBytes,
-                                    ntile * Cfg::kOutBN + consumer * Cfg::kOutMT * 64, threadIdx.x % 128, consumer);
+  if constexpr (Cfg::kTailParts > 0) {
+    named_barrier(2 + consumer, 128);  // the part's info is visible
+    const int parts = part_info[0], part = part_info[1], tail = part_info[2];
+    if (parts > 1) {
+      if (arrive_tail_part<Cfg, kN>(args, st, tail, part, parts, consumer)) {
+        store_item<Cfg, kN>(args, PartSums<Cfg, kN>{part_slot<Cfg>(args, tail * parts, consumer), parts}, st, epi,
+                            ntile, warp, lane);
+      }
+      return;  // (else a later part stores the item)
+    }
   }
+  store_item<Cfg, kN>(args, st, st, epi, ntile, warp, lane);
 }
 
 // consume_item for an item of `width` (Header::width: blocks, or with kRowWidths tokens): one
@@ -970,7 +1176,8 @@ __device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) 
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const Header& h = headers[ring.stage];
     if (h.item < 0) break;
-    consume_item_of<Cfg>(h.width & kWidthMask, args, smem, st, ring, h.ntile, epi, warp, lane);
+    const int ntile = Cfg::kTailParts > 0 ? h.ntile & ((1 << kTailShift) - 1) : h.ntile;
+    consume_item_of<Cfg>(h.width & kWidthMask, args, smem, st, ring, ntile, epi, warp, lane);
   }
   if (Cfg::kPingPong && consumer == 0) named_barrier(kTurnBarrier, 256);
 }
