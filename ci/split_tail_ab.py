@@ -6,7 +6,8 @@ rounds (three passes, the order reversed in the second).
     PYTHONPATH=packages/chord-kernels/src:packages/chord-bench/src python3 ci/split_tail_ab.py --out $OUT
 
 Prints a line per GEMM (items, rounds on this GPU's SMs, the tail's cut, µs of the plan and each
-twin's change) and writes ``split_tail_ab.json`` to ``--out``. Both sides run by slot
+twin's change) and writes ``split_tail_ab.json`` to ``--out``. The twins are compiled first, several
+nvcc at a time (each would otherwise compile at its first launch, one after another). Both sides run by slot
 (``ChordIndexedImpl.candidate`` with a configuration), so a GEMM the layer runs in routing order is
 compared by slot here. Configurations the split tail does not take (runs of N tiles, the weight
 ring's wide items, the decode kernel) are listed as such.
@@ -23,8 +24,8 @@ from pathlib import Path
 
 import torch
 
-SCENARIOS = ("ep8_tok16", "ep8_masked16", "ep8_tok43", "ep8_tok128", "ep8_tok341", "tp8_1024", "tp8_8192",
-             "ep8_masked32", "ep32_contig128")
+SCENARIOS = ("ep8_tok16", "ep8_masked16", "ep8_tok43", "ep8_masked32", "ep8_masked64", "ep8_tok341", "tp8_1024",
+             "tp8_8192", "ep32_contig128")
 PARTS = (4, 8)
 
 
@@ -59,53 +60,69 @@ def main() -> int:
     from chord_bench.timing import interleaved
     from chord_kernels import hardware
     from chord_kernels.indexed import WgmmaConfig
+    from chord_kernels.jit import compile_all
 
     sms = hardware.num_sms(torch.cuda.current_device())
     impl = ChordIndexedImpl()
     weights = WeightCache(args.seed, torch.device("cuda"))
     parts = [int(p) for p in args.parts.split(",")]
-    rows = []
-    for sid in args.scenarios.split(","):
-        for draw in args.draws.split(","):
-            routing, problems = scenario_problems(S.SCENARIOS[sid], draw, args.seed, weights)
-            counts = routing.counts.tolist()
-            for p in problems:
-                detail = impl.candidate(p).detail or {}
-                if "items" not in detail:
+    cases = [(sid, draw) for sid in args.scenarios.split(",") for draw in args.draws.split(",")]
+
+    def plans(sid: str, draw: str, say: bool = False):
+        """(routing, problem, planned configuration by slot or None) of each GEMM of a scenario."""
+        routing, problems = scenario_problems(S.SCENARIOS[sid], draw, args.seed, weights)
+        for p in problems:
+            detail = impl.candidate(p).detail or {}  # (compiles the plan's kernels)
+            if "items" not in detail:
+                if say:
                     log(f"{sid:15s} {draw:7s} {p.name:7s} the decode kernel: no split tail")
-                    continue
-                plan = dataclasses.replace(WgmmaConfig(**detail), tma_rows=False)  # by slot, as the twins
-                if plan.n_run or plan.weight_ring:
+                yield routing, p, None
+                continue
+            plan = dataclasses.replace(WgmmaConfig(**detail), tma_rows=False)  # by slot, as the twins
+            if plan.n_run or plan.weight_ring:
+                if say:
                     log(f"{sid:15s} {draw:7s} {p.name:7s} {'runs of N tiles' if plan.n_run else 'weight ring'}: "
                         "no split tail")
-                    continue
-                total = items_of(counts, plan, p.shape.n)
-                stages = math.ceil(p.shape.k / plan.bk)
-                cuts = {f"tail{q}": tail_split(total, sms, stages, q) for q in parts}
-                cands = {"plan": impl.candidate(p, plan, "plan")}
-                cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
-                              for t, q in zip(cuts, parts, strict=True)})
-                wrong = {t: c.check(p) for t, c in cands.items()}
-                good = {t: c for t, c in cands.items() if wrong[t] is None}
-                runs = []
-                for rep in range(3):
-                    order = list(good) if rep % 2 == 0 else list(good)[::-1]
-                    timers = interleaved({t: good[t].run for t in order}, rounds=5)
-                    runs.append({t: timers[t].median_us() for t in good})
-                row = {"scenario": sid, "draw": draw, "proj": p.name, "items": total, "rounds": total / sms,
-                       "cuts": cuts, "us": runs, "wrong": {t: w for t, w in wrong.items() if w},
-                       "config": dataclasses.asdict(plan)}
-                rows.append(row)
-                base = [r["plan"] for r in runs] if "plan" in good else None
-                change = "".join(f" | {t} {cuts[t][1]}p " + " ".join(f"{r[t] / b - 1:+.1%}" for r, b in zip(runs, base, strict=True))
-                                 for t in good if t != "plan") if base else " plan EXCLUDED"
-                log(f"{sid:15s} {draw:7s} {p.name:7s} items {total:5d} ({total / sms:5.2f} rounds) plan "
-                    + (" ".join(f"{b:7.1f}" for b in base) if base else "-") + change
-                    + ("".join(f" {t} WRONG: {w}" for t, w in row["wrong"].items())))
-                args.out.mkdir(parents=True, exist_ok=True)
-                (args.out / "split_tail_ab.json").write_text(json.dumps(rows, indent=1))
-            del problems
-            torch.cuda.empty_cache()
+                plan = None
+            yield routing, p, plan
+
+    twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub)
+             for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None
+             for q in parts for sub in (False, True)}
+    compile_all([c.kernel() for c in twins], "sm_90a")
+    log(f"{len(twins)} split-tail kernels compiled")
+    rows = []
+    for sid, draw in cases:
+        for routing, p, plan in plans(sid, draw):
+            if plan is None:
+                continue
+            counts = routing.counts.tolist()
+            total = items_of(counts, plan, p.shape.n)
+            stages = math.ceil(p.shape.k / plan.bk)
+            cuts = {f"tail{q}": tail_split(total, sms, stages, q) for q in parts}
+            cands = {"plan": impl.candidate(p, plan, "plan")}
+            cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
+                          for t, q in zip(cuts, parts, strict=True)})
+            wrong = {t: c.check(p) for t, c in cands.items()}
+            good = {t: c for t, c in cands.items() if wrong[t] is None}
+            runs = []
+            for rep in range(3):
+                order = list(good) if rep % 2 == 0 else list(good)[::-1]
+                timers = interleaved({t: good[t].run for t in order}, rounds=5)
+                runs.append({t: timers[t].median_us() for t in good})
+            row = {"scenario": sid, "draw": draw, "proj": p.name, "items": total, "rounds": total / sms,
+                   "cuts": cuts, "us": runs, "wrong": {t: w for t, w in wrong.items() if w},
+                   "config": dataclasses.asdict(plan)}
+            rows.append(row)
+            base = [r["plan"] for r in runs] if "plan" in good else None
+            change = "".join(f" | {t} {cuts[t][1]}p " + " ".join(f"{r[t] / b - 1:+.1%}" for r, b in zip(runs, base, strict=True))
+                             for t in good if t != "plan") if base else " plan EXCLUDED"
+            log(f"{sid:15s} {draw:7s} {p.name:7s} items {total:5d} ({total / sms:5.2f} rounds) plan "
+                + (" ".join(f"{b:7.1f}" for b in base) if base else "-") + change
+                + ("".join(f" {t} WRONG: {w}" for t, w in row["wrong"].items())))
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "split_tail_ab.json").write_text(json.dumps(rows, indent=1))
+        torch.cuda.empty_cache()
     return 0
 
 
