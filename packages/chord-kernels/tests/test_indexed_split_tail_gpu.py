@@ -14,6 +14,7 @@ import math
 import pytest
 import torch
 from test_indexed_gpu import _rel_err, _weights
+from test_indexed_schedule import tail_split
 
 import chord_kernels
 from chord_kernels import hardware, reference
@@ -25,13 +26,6 @@ from chord_kernels.routing import align_block_size
 
 pytestmark = pytest.mark.gpu
 REL_TOL = 5e-3
-
-
-def _tail_split(total: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
-    """scheduler.cuh tail_split: (whole items, parts per tail item)."""
-    tail = total % grid
-    parts = 1 if tail == 0 else min(max_parts, stages, grid // tail)
-    return (total, 1) if parts < 2 else (total - tail, parts)
 
 
 def _counts(items: int, experts: int, config: WgmmaConfig, top_k: int, gen: torch.Generator) -> list[int]:
@@ -125,7 +119,7 @@ def _setup(case: TailCase, gen: torch.Generator, top_k: int = 1) -> Draw:
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     r = align_block_size(ids, config.block_m, global_e, expert_map)
     grid = plan(pw, block_m=config.block_m, capacity=r.expert_ids.numel(), config=config).grid
-    full, parts = _tail_split(total, grid, math.ceil(case.k / config.bk), config.tail_parts)
+    full, parts = tail_split(total, grid, math.ceil(case.k / config.bk), config.tail_parts)
     assert parts > 1 and total - full == (case.tail if case.tail > 0 else total), "the draw leaves a sparse tail"
     a = torch.randn(ids.numel(), case.k, generator=gen, device="cuda").to(torch.bfloat16)  # a row per slot
     tw = torch.rand(ids.shape, generator=gen, device="cuda") if case.weighted else None

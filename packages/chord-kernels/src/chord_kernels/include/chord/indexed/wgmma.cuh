@@ -791,7 +791,9 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
     const float u = __bfloat162float(__float2bfloat16_rn(up));
     return silu_of_bf16(g) * u;
   };
-  const auto value = [&](int i, int x) {  // (from the registers)
+  // (From the registers: the SiLU written out as before the split tail, so that the planned kernels'
+  // code stayed instruction for instruction the same.)
+  const auto value = [&](int i, int x) {
     if constexpr (!kRegisters) {
       return 0.0f;
     } else if constexpr (Cfg::kSiluMul) {
@@ -861,16 +863,6 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
   }
 }
 
-// The epilogue's accumulators from the registers.
-template <class Cfg, int kN>
-struct RegisterQuads {
-  const ConsumerState<Cfg>& st;
-  __device__ __forceinline__ float4 operator()(int i, int j) const {
-    const float(&acc)[kN / 2] = st.template tile<kN>(i);
-    return make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-  }
-};
-
 // A split tail's workspace (kTailParts): part slot s holds, per consumer warpgroup, its threads'
 // accumulators of the widest item as float4 rows of 128 threads (slot s, warpgroup c: block
 // s x kConsumers + c of kSlotVecs float4s).
@@ -930,11 +922,14 @@ template <class Cfg, int kN>
 __device__ __forceinline__ bool arrive_tail_part(const Args& args, ConsumerState<Cfg>& st, int tail, int part,
                                                  int parts, int consumer) {
   float4* mine = part_slot<Cfg>(args, tail * parts + part, consumer);
-  const RegisterQuads<Cfg, kN> quad{st};
 #pragma unroll
-  for (int i = 0; i < Cfg::kMT; ++i)
+  for (int i = 0; i < Cfg::kMT; ++i) {
+    const float(&acc)[kN / 2] = st.template tile<kN>(i);
 #pragma unroll
-    for (int j = 0; j < kN / 8; ++j) __stcg(mine + (i * (kN / 8) + j) * 128, quad(i, j));
+    for (int j = 0; j < kN / 8; ++j) {
+      __stcg(mine + (i * (kN / 8) + j) * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+    }
+  }
   // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which the
   // compiler can rematerialize, leave their registers to the sum's loads (PartSums).
 #pragma unroll
@@ -1026,28 +1021,22 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     tw[r] = h.weights[r];
   }
   // The unit's stages [kc0, kc1): the item's, or a split tail part's. The part (parts, part, tail
-  // item; the end stage per thread) waits in the staging tile, not in the registers, which are the
-  // accumulators' (at 160 tokens one more register through the K loop spilled in it; ptxas).
-  int kc0 = 0;
+  // item) waits in the staging tile, not in the registers, which are the accumulators'.
+  int kc0 = 0, kc1 = num_kc;
   int* const part_info = reinterpret_cast<int*>(epi + Cfg::kEpiInfoBytes);
-  volatile int* const kc_end = part_info + 3 + threadIdx.x % 128;
   if constexpr (Cfg::kTailParts > 0) {
-    static_assert(Cfg::kEpiTokens * Cfg::kEpiRowBytes >= 4 * (3 + 128), "the part's info fits the staging tile");
     const int parts = (h.width >> kPartsShift) & kPartMask, part = (h.width >> kPartShift) & kPartMask;
-    int kc1 = num_kc;
     if (parts > 1) {
       const int2 stages = part_stages(part, parts, num_kc);
       kc0 = stages.x;
       kc1 = stages.y;
     }
-    *kc_end = kc1;
     if (threadIdx.x % 128 == 0) {
       part_info[0] = parts;
       part_info[1] = part;
       part_info[2] = h.ntile >> kTailShift;
     }
   }
-  const auto end_stage = [&] { return Cfg::kTailParts > 0 ? *kc_end : num_kc; };
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
   const uint32_t wempty0 = wfull0 + Cfg::kWeightSlots * 8;
   const uint32_t resident_full = smem_base + Cfg::kResidentBarOffset;  // (kResident only)
@@ -1068,7 +1057,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
 #pragma unroll
       for (int x = 0; x < kN / 2; ++x) st.template tile<kN>(i)[x] = 0.0f;
   }
-  for (int kc = kc0; kc < end_stage(); ++kc) {
+  for (int kc = kc0; kc < kc1; ++kc) {
     if (Cfg::kTailParts > 0 || kc > 0) {
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
