@@ -10,7 +10,9 @@ twin's change) and writes ``split_tail_ab.json`` to ``--out``. The twins are com
 nvcc at a time (each would otherwise compile at its first launch, one after another). Both sides run by slot
 (``ChordIndexedImpl.candidate`` with a configuration), so a GEMM the layer runs in routing order is
 compared by slot here. Configurations the split tail does not take (runs of N tiles, the weight
-ring's wide items, the decode kernel) are listed as such.
+ring's wide items, the decode kernel) are listed as such. The grouped contiguous scenarios run
+through ``grouped.contiguous``: its plan (the wide items where an expert passes one segment), and
+the mode's 64 x 2 items (one per 128-row segment and N tile, a count the host knows) whole and cut.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pathlib import Path
 import torch
 
 SCENARIOS = ("ep8_tok16", "ep8_masked16", "ep8_tok43", "ep8_masked32", "ep8_masked64", "ep8_tok341", "tp8_1024",
-             "tp8_8192", "ep32_contig128")
+             "tp8_8192")
+CONTIGUOUS = ("ep32_contig128", "ep8_contig128", "ep8_contig256", "ep8_contig512")
+"""Through ``grouped.contiguous``: its plan, and its 64 x 2 items (one per 128-row segment) whole and cut."""
 PARTS = (4, 8)
 
 
@@ -49,17 +53,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--contiguous", default=",".join(CONTIGUOUS), help="grouped contiguous scenarios")
     parser.add_argument("--parts", default=",".join(map(str, PARTS)))
     parser.add_argument("--draws", default="uniform,skewed")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
 
     from chord_bench import scenarios as S
-    from chord_bench.impls import ChordIndexedImpl
+    from chord_bench.impls import ChordGroupedImpl, ChordIndexedImpl
     from chord_bench.problems import WeightCache, scenario_problems
     from chord_bench.timing import interleaved
-    from chord_kernels import hardware
+    from chord_kernels import grouped, hardware
     from chord_kernels.indexed import WgmmaConfig
+    from chord_kernels.indexed.planner import configs_for
     from chord_kernels.jit import compile_all
 
     sms = hardware.num_sms(torch.cuda.current_device())
@@ -86,12 +92,50 @@ def main() -> int:
                 plan = None
             yield routing, p, plan
 
+    grouped_impl = ChordGroupedImpl()
+    contiguous_cases = [(sid, draw) for sid in filter(None, args.contiguous.split(",")) for draw in args.draws.split(",")]
+
+    def segment_items(sid: str, draw: str):
+        """(problem, the contiguous mode's 64 x 2 configuration, its items: one per segment and N tile)
+        of each GEMM of a grouped contiguous scenario."""
+        _, problems = scenario_problems(S.SCENARIOS[sid], draw, args.seed, weights)
+        for p in problems:
+            base = configs_for(p.shape.n, p.shape.k, grouped.contiguous_block_m("sm_90a"), "sm_90a")[0]
+            yield p, base, p.a.shape[0] // 128 * base.ntiles(p.shape.n)
+
     twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub)
              for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None
              for q in parts for sub in (False, True)}
+    twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True)
+              for sid, draw in contiguous_cases for _, base, _ in segment_items(sid, draw)
+              for q in (0, *parts) for sub in (False, True)}
     compile_all([c.kernel() for c in twins], "sm_90a")
     log(f"{len(twins)} split-tail kernels compiled")
     rows = []
+
+    def time_and_log(sid: str, draw: str, p, total: int, cuts: dict, cands: dict, config: dict) -> None:
+        """Check every candidate against the reference, time those right in three interleaved passes
+        (the order reversed in the second), print a line and rewrite the JSON."""
+        wrong = {t: c.check(p) for t, c in cands.items()}
+        good = {t: c for t, c in cands.items() if wrong[t] is None}
+        runs = []
+        for rep in range(3):
+            order = list(good) if rep % 2 == 0 else list(good)[::-1]
+            timers = interleaved({t: good[t].run for t in order}, rounds=5)
+            runs.append({t: timers[t].median_us() for t in good})
+        row = {"scenario": sid, "draw": draw, "proj": p.name, "items": total, "rounds": total / sms,
+               "cuts": cuts, "us": runs, "wrong": {t: w for t, w in wrong.items() if w}, "config": config}
+        rows.append(row)
+        base = [r["plan"] for r in runs] if "plan" in good else None
+        change = "".join(f" | {t}" + (f" {cuts[t][1]}p" if t in cuts else "") + " "
+                         + " ".join(f"{r[t] / b - 1:+.1%}" for r, b in zip(runs, base, strict=True))
+                         for t in good if t != "plan") if base else " plan EXCLUDED"
+        log(f"{sid:15s} {draw:7s} {p.name:7s} items {total:5d} ({total / sms:5.2f} rounds) plan "
+            + (" ".join(f"{b:7.1f}" for b in base) if base else "-") + change
+            + ("".join(f" {t} WRONG: {w}" for t, w in row["wrong"].items())))
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "split_tail_ab.json").write_text(json.dumps(rows, indent=1))
+
     for sid, draw in cases:
         for routing, p, plan in plans(sid, draw):
             if plan is None:
@@ -103,25 +147,19 @@ def main() -> int:
             cands = {"plan": impl.candidate(p, plan, "plan")}
             cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
-            wrong = {t: c.check(p) for t, c in cands.items()}
-            good = {t: c for t, c in cands.items() if wrong[t] is None}
-            runs = []
-            for rep in range(3):
-                order = list(good) if rep % 2 == 0 else list(good)[::-1]
-                timers = interleaved({t: good[t].run for t in order}, rounds=5)
-                runs.append({t: timers[t].median_us() for t in good})
-            row = {"scenario": sid, "draw": draw, "proj": p.name, "items": total, "rounds": total / sms,
-                   "cuts": cuts, "us": runs, "wrong": {t: w for t, w in wrong.items() if w},
-                   "config": dataclasses.asdict(plan)}
-            rows.append(row)
-            base = [r["plan"] for r in runs] if "plan" in good else None
-            change = "".join(f" | {t} {cuts[t][1]}p " + " ".join(f"{r[t] / b - 1:+.1%}" for r, b in zip(runs, base, strict=True))
-                             for t in good if t != "plan") if base else " plan EXCLUDED"
-            log(f"{sid:15s} {draw:7s} {p.name:7s} items {total:5d} ({total / sms:5.2f} rounds) plan "
-                + (" ".join(f"{b:7.1f}" for b in base) if base else "-") + change
-                + ("".join(f" {t} WRONG: {w}" for t, w in row["wrong"].items())))
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "split_tail_ab.json").write_text(json.dumps(rows, indent=1))
+            time_and_log(sid, draw, p, total, cuts, cands, dataclasses.asdict(plan))
+        torch.cuda.empty_cache()
+    for sid, draw in contiguous_cases:
+        for p, base, total in segment_items(sid, draw):
+            stages = math.ceil(p.shape.k / base.bk)
+            cuts = {f"tail{q}": tail_split(total, sms, stages, q) for q in parts}
+            cands = {"plan": grouped_impl.candidate(p)}
+            planned = cands["plan"].config
+            if not planned.endswith(f"block_m={base.block_m}"):  # the plan is the wide items, not 64 x 2
+                cands["items64x2"] = grouped_impl.candidate(p, base, "items64x2")
+            cands.update({t: grouped_impl.candidate(p, dataclasses.replace(base, tail_parts=q), t)
+                          for t, q in zip(cuts, parts, strict=True)})
+            time_and_log(sid, draw, p, total, cuts, cands, {"plan": planned, "items64x2": dataclasses.asdict(base)})
         torch.cuda.empty_cache()
     return 0
 

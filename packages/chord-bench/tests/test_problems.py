@@ -132,6 +132,15 @@ def test_chord_grouped_runs_grouped_and_expert_parallel_scenarios():
         assert (reason is None) == (sid != "tp8_1024"), (sid, reason)
 
 
+def test_chord_grouped_takes_a_configuration_in_the_contiguous_mode_only():
+    from chord_kernels.indexed import WgmmaConfig
+
+    impl = ChordGroupedImpl()
+    for sid in ("ep8_masked16", "ep8_tok16"):  # the masked mode, and EP rows it would route itself
+        with pytest.raises(ChordInputError, match="contiguous mode only"):
+            impl.candidate(problems_for(sid)[0], WgmmaConfig(64, 2, 256, 3))
+
+
 def test_describe_config_lists_dataclass_fields():
     from chord_bench.impls import describe_config
     from chord_kernels.indexed import DecodeConfig

@@ -3,8 +3,9 @@ whole items leave a sparse last round on this GPU's SMs, the tail's items cut al
 from the workspace. Against the reference on fresh random data with poisoned outputs; the parts'
 workspace slots checked to have been written (the tail really was cut); repeated runs bit-identical;
 the fused SiLU-and-mul and the epilogue top-k sum against their two-step paths with the same cut;
-every item cut (fewer items than half the SMs, M = 1); an expert map; a short last K stage. (CUDA
-graph replays: test_indexed_wgmma_gpu.py.)"""
+every item cut (fewer items than half the SMs, M = 1); an expert map; a short last K stage; the grouped
+contiguous mode's items, which read their routing from ``m_indices``. (CUDA graph replays:
+test_indexed_wgmma_gpu.py.)"""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from test_indexed_gpu import _rel_err, _weights
 from test_indexed_schedule import tail_split
 
 import chord_kernels
-from chord_kernels import hardware, reference
+from chord_kernels import grouped, hardware, reference, routing
+from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, gemm_topk_sum, new_workspace, plan
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.workspace import COUNTER_BYTES
@@ -211,3 +213,47 @@ def test_split_tail_epilogue_topk_sum_matches_two_steps() -> None:
     ref = rows.float().view(*d.topk_ids.shape, -1).sum(dim=1)
     assert _rel_err(outs[0], ref) <= REL_TOL
 
+
+
+def test_split_tail_in_the_contiguous_mode() -> None:
+    """The grouped contiguous mode's 64 x 2 items (rows by tensor copies, each block's expert read
+    from ``m_indices`` in the kernel) cut the same way, through ``grouped.contiguous(config=)``:
+    against the reference with poisoned outputs (padding rows untouched), the tail's slots and only
+    they written, the counters back at zero, repeated runs identical; a configuration whose blocks
+    could span two experts' segments refused."""
+    gen = torch.Generator(device="cuda").manual_seed(55)
+    config = _kimi(7168, 2048, 64, 128.0)
+    assert config.items == 2 and config.block_m == 64, "one 128-row segment per item"
+    experts, k, sms = 48, 2048, hardware.num_sms(torch.cuda.current_device())
+    total = 2 * sms + 9
+    counts = _counts(total, experts, config, 1, gen)
+    ids = torch.repeat_interleave(torch.arange(experts, device="cuda"), torch.tensor(counts, device="cuda"))
+    ids = ids[torch.randperm(ids.numel(), generator=gen, device="cuda")]
+    c = routing.contiguous_layout(ids.view(-1, 1), experts)
+    m = c.m_indices.numel()
+    assert m == 128 * total, "an item per 128-row segment"
+    packed, scales = _weights(experts, config.block_n, k, gen)  # one N tile
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    launch = plan(w, block_m=config.block_m, capacity=m // config.block_m, config=config)
+    full, parts = tail_split(total, launch.grid, k // config.bk, config.tail_parts)
+    assert parts > 1 and total - full == 9, "the draw leaves a sparse tail"
+    ws = new_workspace(launch.workspace_bytes)
+    ws[COUNTER_BYTES:].fill_(0xFF)
+    a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    outs = []
+    for _ in range(2):
+        out = torch.full((m, config.block_n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grouped.contiguous(a, w, c.m_indices, out=out, workspace=ws, config=config)
+        outs.append(out)
+    torch.cuda.synchronize()
+    written = _slots_written(ws, config, launch.grid)
+    assert all(written[:9 * parts]) and not any(written[9 * parts:]), "the tail's parts, and only they, use slots"
+    assert not bool(ws[:COUNTER_BYTES].view(torch.int32).any()), "every counter back at zero"
+    real = c.m_indices >= 0
+    ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
+    assert not outs[0][real].isnan().any(), "real rows never written"
+    assert outs[0][~real].isnan().all(), "padding rows were written"
+    assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
+    assert torch.equal(outs[0], outs[1]), "repeated runs differ"
+    with pytest.raises(ChordInputError, match="dividing the 128-row segments"):
+        grouped.contiguous(a, w, c.m_indices, config=dataclasses.replace(config, block_m=48))

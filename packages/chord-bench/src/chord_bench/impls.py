@@ -395,10 +395,12 @@ class ChordGroupedImpl(ChordIndexedImpl):
         return f"block_m={grouped.contiguous_block_m(arch)}" if wide is None else describe_config(wide)
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
+        """The Candidate for ``problem``: the mode's plan, or in the contiguous mode ``config`` (a
+        ``WgmmaConfig`` whose ``block_m`` divides the 128-row segments), as ``ci/`` sweeps use it."""
         from chord_kernels import grouped, indexed
 
-        if config is not None:
-            raise ChordInputError("chord-grouped plans its own configuration")
+        if config is not None and (problem.layout is None or problem.family != "contiguous"):
+            raise ChordInputError("chord-grouped takes a configuration in the contiguous mode only")
         if problem.layout is None:
             return self._routed_contiguously(problem, label)
         weight = self._pack(problem)
@@ -406,14 +408,20 @@ class ChordGroupedImpl(ChordIndexedImpl):
         layout = problem.layout
         expected_m = layout.expected_m
         grouped.prepare(weight, expected_m=expected_m, device=device)
-        workspace = indexed.new_workspace(indexed.max_workspace_bytes(weight, device=device), device)
+        need = indexed.max_workspace_bytes(weight, device=device)
+        if config is not None:  # (a split tail's partials are beyond the planned configurations' needs)
+            blocks = problem.a.shape[0] // config.block_m
+            need = max(need, indexed.plan(weight, block_m=config.block_m, capacity=blocks, device=device,
+                                          config=config).workspace_bytes)
+        workspace = indexed.new_workspace(need, device)
         out = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         if problem.family == "contiguous":
-            plan = self._contiguous_plan(weight, problem.a.shape[0], expected_m, device)
+            plan = (self._contiguous_plan(weight, problem.a.shape[0], expected_m, device) if config is None
+                    else describe_config(config))
 
             def run() -> None:
                 grouped.contiguous(problem.a, weight, layout.m_indices, out=out, workspace=workspace,
-                                   expected_m=expected_m)
+                                   expected_m=expected_m, config=config)
         else:
             plan = f"block_m={grouped.masked_block_m(weight, expected_m)}"
             out3 = out.view(weight.num_experts, -1, problem.shape.n)

@@ -118,6 +118,7 @@ def contiguous(
     workspace: torch.Tensor | None = None,
     activation: str | None = None,
     expected_m: int | None = None,
+    config: KernelConfig | None = None,
 ) -> torch.Tensor:
     """Grouped contiguous GEMM -> bf16 ``[m, N]``: row ``i`` of ``a`` ``[m, K]`` times expert
     ``m_indices[i]`` (int32 ``[m]``, on the device; -1 marks a padding row).
@@ -131,7 +132,8 @@ def contiguous(
     into the kernel), it writes every output row, padding rows with unspecified values.
     ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
     lets the plan take wider work items where experts pass one segment (:func:`contiguous_config`);
-    the result is the same bits either way.
+    the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
+    (sweeps; its ``block_m`` must divide 128, so that no routing block spans two experts).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     device = a.device
@@ -145,11 +147,15 @@ def contiguous(
             f"{CONTIGUOUS_ALIGNMENT}; routing.contiguous_layout builds them), got {m}"
         )
     _check_expected_m(expected_m, optional=True)
+    if config is not None and CONTIGUOUS_ALIGNMENT % config.block_m:
+        raise ChordInputError(f"config: expected a block_m dividing the {CONTIGUOUS_ALIGNMENT}-row segments, "
+                              f"got {config.block_m}")
     out = output_tensor(out, (m, _width(weight, activation)), dtype=torch.bfloat16, device=device, contiguous=True)
     if m == 0:
         return out
     arch = hardware.arch(device.index)
-    config = contiguous_config(weight, m, expected_m, arch)
+    if config is None:
+        config = contiguous_config(weight, m, expected_m, arch)
     block_m = config.block_m if config is not None else contiguous_block_m(arch)
     return run_gemm(a, weight, ContiguousRows(m_indices), block_m=block_m, top_k=1,
                     out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
