@@ -61,7 +61,8 @@ def test_host_and_device_shared_memory_plans_must_agree(monkeypatch: pytest.Monk
 
 def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
     """The split tail (``tail_parts``, opt-in) of the Kimi GEMMs' item shapes it takes: four
-    warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items, 56-token one-block items, three
+    warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items (also as the grouped contiguous mode
+    runs them: tensor copies, the routing read from m_indices), 56-token one-block items, three
     warpgroups' down and a top-k-sum twin. The four-warpgroup items spill 4-20 bytes outside the K
     loop at their 96 registers (the epilogue reloads two pointers; ptxas, docs/optimization.md,
     session 54); the others none."""
@@ -72,6 +73,8 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
              silu_mul_twin(choose_wgmma_config(4096, 7168, 64, 128.0), 4096),
              silu_mul_twin(choose_wgmma_config(4096, 7168, 56, 43.0), 4096),
              choose_wgmma_config(7168, 2048, 24, 16.0), choose_wgmma_config(7168, 2048, 64, 128.0).topk_sum_twin(7168)]
+    plans += [dataclasses.replace(c, tma_rows=True) for c in (plans[1], choose_wgmma_config(7168, 2048, 64, None))]
+    assert all(c.reads_contiguous_rows for c in plans[-2:])
     configs = [dataclasses.replace(c, tail_parts=8, subnormal=sub) for c in plans for sub in (False, True)]
     kernels = [CudaKernel(name="indexed_tail_check", source=cfg.source(), entry=cfg.kernel().entry,
                           flags=("-Xptxas", "-v")) for cfg in configs]
