@@ -5,6 +5,8 @@ rounds (three passes, the order reversed in the second).
 
     PYTHONPATH=packages/chord-kernels/src:packages/chord-bench/src python3 ci/split_tail_ab.py --out $OUT
 
+Where the plan's items have two or more blocks and every width compiled, a third twin cuts the tail's
+items into runs of their routing blocks instead (``tail_blocks``: the same bits as the plan, checked).
 Prints a line per GEMM (items, rounds on this GPU's SMs, the tail's cut, µs of the plan and each
 twin's change) and writes ``split_tail_ab.json`` to ``--out``. The twins are compiled first, several
 nvcc at a time (each would otherwise compile at its first launch, one after another). Both sides run by slot
@@ -40,6 +42,13 @@ def log(msg: str) -> None:
 def items_of(counts: list[int], cfg, n: int) -> int:
     """Work items of ``cfg`` over rows per expert ``counts`` (compact_items: runs of up to ``items`` blocks)."""
     return sum(math.ceil(math.ceil(c / cfg.block_m) / cfg.items) for c in counts) * cfg.ntiles(n)
+
+
+def blocks_twin(cfg):
+    """``cfg`` with its tail cut into runs of routing blocks (``tail_blocks``), or None where it takes none."""
+    if cfg.items < 2 or cfg.widths:
+        return None
+    return dataclasses.replace(cfg, tail_parts=cfg.items, tail_blocks=True)
 
 
 def tail_split(total: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
@@ -106,9 +115,13 @@ def main() -> int:
     twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub)
              for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None
              for q in parts for sub in (False, True)}
+    twins |= {dataclasses.replace(blocks_twin(plan), subnormal=sub) for sid, draw in cases
+              for _, _, plan in plans(sid, draw) if plan is not None and blocks_twin(plan) for sub in (False, True)}
     twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True)
               for sid, draw in contiguous_cases for _, base, _ in segment_items(sid, draw)
               for q in (0, *parts) for sub in (False, True)}
+    twins |= {dataclasses.replace(blocks_twin(base), subnormal=sub, tma_rows=True)
+              for sid, draw in contiguous_cases for _, base, _ in segment_items(sid, draw) for sub in (False, True)}
     compile_all([c.kernel() for c in twins], "sm_90a")
     log(f"{len(twins)} split-tail kernels compiled")
     rows = []
@@ -117,6 +130,13 @@ def main() -> int:
         """Check every candidate against the reference, time those right in three interleaved passes
         (the order reversed in the second), print a line and rewrite the JSON."""
         wrong = {t: c.check(p) for t, c in cands.items()}
+        if "blocks" in cands and wrong["blocks"] is None:  # the same bits as its uncut configuration
+            uncut = cands.get("items64x2", cands["plan"])
+            uncut.run()
+            want = uncut.result().clone()
+            cands["blocks"].run()
+            if not torch.equal(cands["blocks"].result()[p.valid_rows()], want[p.valid_rows()]):
+                wrong["blocks"] = "bits differ from the uncut items"
         good = {t: c for t, c in cands.items() if wrong[t] is None}
         runs = []
         for rep in range(3):
@@ -147,6 +167,9 @@ def main() -> int:
             cands = {"plan": impl.candidate(p, plan, "plan")}
             cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
+            if blocks_twin(plan):
+                cuts["blocks"] = tail_split(total, sms, plan.items, plan.items)
+                cands["blocks"] = impl.candidate(p, blocks_twin(plan), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, dataclasses.asdict(plan))
         torch.cuda.empty_cache()
     for sid, draw in contiguous_cases:
@@ -159,6 +182,8 @@ def main() -> int:
                 cands["items64x2"] = grouped_impl.candidate(p, base, "items64x2")
             cands.update({t: grouped_impl.candidate(p, dataclasses.replace(base, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
+            cuts["blocks"] = tail_split(total, sms, base.items, base.items)
+            cands["blocks"] = grouped_impl.candidate(p, blocks_twin(base), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, {"plan": planned, "items64x2": dataclasses.asdict(base)})
         torch.cuda.empty_cache()
     return 0

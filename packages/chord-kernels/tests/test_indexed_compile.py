@@ -63,9 +63,9 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
     """The split tail (``tail_parts``, opt-in) of the Kimi GEMMs' item shapes it takes: four
     warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items (also as the grouped contiguous mode
     runs them: tensor copies, the routing read from m_indices), 56-token one-block items, three
-    warpgroups' down and a top-k-sum twin. The four-warpgroup items spill 4-20 bytes outside the K
-    loop at their 96 registers (the epilogue reloads two pointers; ptxas, docs/optimization.md,
-    session 54); the others none."""
+    warpgroups' down and a top-k-sum twin; and those of two blocks cut into blocks (``tail_blocks``).
+    The four-warpgroup items spill 4-20 bytes outside the K loop at their 96 registers (the epilogue
+    reloads two pointers; ptxas, docs/optimization.md, session 54); the others none."""
     from chord_kernels.indexed import choose_wgmma_config
     from chord_kernels.indexed.planner import silu_mul_twin
 
@@ -76,6 +76,8 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
     plans += [dataclasses.replace(c, tma_rows=True) for c in (plans[1], choose_wgmma_config(7168, 2048, 64, None))]
     assert all(c.reads_contiguous_rows for c in plans[-2:])
     configs = [dataclasses.replace(c, tail_parts=8, subnormal=sub) for c in plans for sub in (False, True)]
+    configs += [dataclasses.replace(c, tail_parts=c.items, tail_blocks=True, subnormal=True)  # (none spills)
+                for c in plans if c.items > 1 and not c.widths]
     kernels = [CudaKernel(name="indexed_tail_check", source=cfg.source(), entry=cfg.kernel().entry,
                           flags=("-Xptxas", "-v")) for cfg in configs]
     for cfg, cubin in zip(configs, compile_all(kernels, "sm_90a"), strict=True):

@@ -147,6 +147,22 @@ def test_split_tail_is_opt_in_and_sizes_its_workspace() -> None:
         dataclasses.replace(block_rows_wide_configs(4096, 7168)[0], tail_parts=4)  # the wide items
 
 
+def test_split_tail_into_blocks_needs_no_workspace() -> None:
+    """``tail_blocks``: the tail's items cut into runs of routing blocks, items of their own, so the
+    workspace is the uncut configuration's; refused without ``tail_parts``, for one-block items and
+    where some narrower width has no K loop of its own (the wide items)."""
+    planned = choose_wgmma_config(4096, 7168, 24, tok_e=16.0)
+    blocks = dataclasses.replace(planned, tail_parts=2, tail_blocks=True)
+    assert blocks.workspace(SMS) == planned.workspace(SMS) == WorkspaceLayout(counters=2)
+    assert blocks.template_args().endswith(", 2, true") and blocks.source() != planned.source()
+    assert dataclasses.replace(planned, tail_parts=2).template_args().endswith(", 2")
+    for bad in (dict(tail_parts=0, tail_blocks=True), dict(items=1, tail_parts=2, tail_blocks=True)):
+        with pytest.raises(ChordInputError, match="tail_blocks: expected"):
+            dataclasses.replace(planned, **bad)
+    with pytest.raises(ChordInputError, match="tail_blocks: expected"):
+        dataclasses.replace(block_rows_wide_configs(4096, 7168)[0], tail_parts=4, tail_blocks=True)
+
+
 def test_contiguous_mode_takes_wide_items_where_experts_pass_one_segment() -> None:
     """grouped.contiguous_config: on sm_90a for 121-150 expected rows per expert where some expert
     holds a second 128-row segment, the wide items — 16-row blocks up to 142 rows per expert, 32-row

@@ -4,7 +4,8 @@ The balanced schedule mirrors decode.cuh (balanced_start, owner_of_unit, the par
 finish_split_part): every item cut by a CTA range boundary is finished exactly once, by the last of
 its parts, from partials that sit in distinct workspace slots. The WGMMA kernel's split tail mirrors
 scheduler.cuh (tail_split, part_stages) and wgmma.cuh (the producer's unit mapping, the header bits,
-the workspace slots and counters of arrive_tail_part).
+the workspace slots and counters of arrive_tail_part), and its cut into runs of routing blocks
+(kTailBlocks).
 """
 
 from __future__ import annotations
@@ -120,6 +121,39 @@ def test_split_tail_covers_every_stage_once_and_finishes_each_item_once() -> Non
             assert ranges[0][0] == 0 and ranges[-1][1] == num_kc, f"item {item}: K from its first stage to its last"
             assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges)), f"item {item}: parts meet, never overlap"
             assert len(ranges) == (1 if item < full else parts)
+
+
+def block_run_of(unit: int, full: int, parts: int, blocks: int) -> tuple[int, int] | None:
+    """The kTailBlocks producer's run of a unit whose item has ``blocks`` routing blocks: (first
+    block, blocks), or None where the item has too few blocks for the unit's part."""
+    if unit < full:
+        return 0, blocks
+    part, per = (unit - full) % parts, -(-blocks // parts)
+    return None if part * per >= blocks else (part * per, min(per, blocks - part * per))
+
+
+def test_split_tail_into_blocks_runs_every_block_once_within_one_round() -> None:
+    rng = random.Random(2)
+    for _ in range(4000):
+        grid, items = rng.randint(1, 264), rng.choice([2, 3, 4, 7])
+        total, max_parts = rng.randint(0, 4 * grid), rng.choice([2, 4, 8])
+        blocks = [rng.randint(1, items) for _ in range(total)]
+        full, parts = tail_split(total, grid, items, max_parts)  # (wgmma.cuh: at most kItems parts)
+        units = full + (total - full) * parts
+        assert units - full <= grid and parts <= min(items, max_parts)
+        runs: set[tuple[int, int]] = set()
+        for u in range(units):
+            item = u if u < full else full + (u - full) // parts
+            run = block_run_of(u, full, parts, blocks[item])
+            if run is None:
+                assert u >= full, "a whole item always runs"
+                continue
+            first, n = run
+            assert n >= 1 and (u < full or n <= -(-blocks[item] // parts))
+            for b in range(first, first + n):
+                assert (item, b) not in runs, f"item {item}: block {b} run twice"
+                runs.add((item, b))
+        assert runs == {(i, b) for i in range(total) for b in range(blocks[i])}, "every block of every item run"
 
 
 def test_split_tail_takes_the_sparse_last_round_of_a_hot_expert() -> None:

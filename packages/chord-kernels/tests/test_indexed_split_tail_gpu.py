@@ -30,17 +30,19 @@ pytestmark = pytest.mark.gpu
 REL_TOL = 5e-3
 
 
-def _counts(items: int, experts: int, config: WgmmaConfig, top_k: int, gen: torch.Generator) -> list[int]:
+def _counts(items: int, experts: int, config: WgmmaConfig, top_k: int, gen: torch.Generator,
+            short_items: bool = False) -> list[int]:
     """Rows per expert making exactly ``items`` items of ``config`` (one N tile), a multiple of
     ``top_k`` in all: items spread over the experts (a few left empty), each expert's last block
     part-filled (by less than half a block, so that taking the remainder off the largest keeps its
-    items)."""
+    items); with ``short_items`` every other expert's last item a block short."""
     used = max(1, experts - 2)
     per = [items // used + (e < items % used) for e in range(used)] + [0] * (experts - used)
     rows_per_item = config.items * config.block_m
     counts = []
     for q in per:
         short = int(torch.randint(0, config.block_m // 2, (1,), generator=gen, device="cuda")) if q else 0
+        short += config.block_m if short_items and q and len(counts) % 2 else 0
         counts.append(q * rows_per_item - short)
     counts[0] -= sum(counts) % top_k
     order = torch.randperm(experts, generator=gen, device="cuda").tolist()
@@ -60,6 +62,7 @@ class TailCase:
     experts: int = 48
     mapped: bool = False
     weighted: bool = False
+    short_items: bool = False  # every other expert's last item a block short (tail_blocks: an empty part)
 
 
 def _kimi(n: int, k: int, block_m: int, tok_e: float, parts: int = 8) -> WgmmaConfig:
@@ -82,6 +85,22 @@ CASES = [
 ]
 
 
+def _blocks(config: WgmmaConfig, parts: int = 2) -> WgmmaConfig:
+    return dataclasses.replace(config, tail_parts=parts, tail_blocks=True)
+
+
+BLOCK_CASES = [
+    # The 64 x 2 prefill items (row widths 96, 112), the down GEMM, weighted; some tail items of one block.
+    TailCase("blocks_items64x2_down", _blocks(_kimi(7168, 2048, 64, 128.0)), 2048, tail=9, weighted=True,
+             short_items=True),
+    # ep8_tok16's gate_up items (four warpgroups, 24 x 2, dynamic) under an expert map.
+    TailCase("blocks_pairs_c4_mapped", _blocks(_kimi(4096, 7168, 24, 16.0)), 7168, tail=4, mapped=True),
+    # Items of up to four 32-token blocks, cut into up to four runs; every item cut (7 items).
+    TailCase("blocks_four_every_item_cut", _blocks(WgmmaConfig(32, 2, 128, 3, items=4), parts=4), 1024, tail=-7,
+             experts=8, short_items=True),
+]
+
+
 @dataclasses.dataclass
 class Draw:
     weight: chord_kernels.PackedWeight
@@ -100,7 +119,8 @@ def _setup(case: TailCase, gen: torch.Generator, top_k: int = 1) -> Draw:
     config, sms = case.config, hardware.num_sms(torch.cuda.current_device())
     n = config.block_n  # one N tile: items per expert = the items of the count
     total = case.tail + sms * 2 if case.tail > 0 else -case.tail
-    counts = _counts(total, case.experts, config, top_k, gen) if total > 1 else [0] * (case.experts - 1) + [top_k]
+    counts = (_counts(total, case.experts, config, top_k, gen, case.short_items) if total > 1
+              else [0] * (case.experts - 1) + [top_k])
     assert _items(counts, config) == total
     rows = sum(counts)
     local = torch.repeat_interleave(torch.arange(case.experts, device="cuda"), torch.tensor(counts, device="cuda"))
@@ -121,7 +141,8 @@ def _setup(case: TailCase, gen: torch.Generator, top_k: int = 1) -> Draw:
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     r = align_block_size(ids, config.block_m, global_e, expert_map)
     grid = plan(pw, block_m=config.block_m, capacity=r.expert_ids.numel(), config=config).grid
-    full, parts = tail_split(total, grid, math.ceil(case.k / config.bk), config.tail_parts)
+    full, parts = tail_split(total, grid, config.items if config.tail_blocks else math.ceil(case.k / config.bk),
+                             config.tail_parts)
     assert parts > 1 and total - full == (case.tail if case.tail > 0 else total), "the draw leaves a sparse tail"
     a = torch.randn(ids.numel(), case.k, generator=gen, device="cuda").to(torch.bfloat16)  # a row per slot
     tw = torch.rand(ids.shape, generator=gen, device="cuda") if case.weighted else None
@@ -215,14 +236,16 @@ def test_split_tail_epilogue_topk_sum_matches_two_steps() -> None:
 
 
 
-def test_split_tail_in_the_contiguous_mode() -> None:
+@pytest.mark.parametrize("blocks", [False, True], ids=["along_k", "into_blocks"])
+def test_split_tail_in_the_contiguous_mode(blocks: bool) -> None:
     """The grouped contiguous mode's 64 x 2 items (rows by tensor copies, each block's expert read
-    from ``m_indices`` in the kernel) cut the same way, through ``grouped.contiguous(config=)``:
-    against the reference with poisoned outputs (padding rows untouched), the tail's slots and only
-    they written, the counters back at zero, repeated runs identical; a configuration whose blocks
-    could span two experts' segments refused."""
+    from ``m_indices`` in the kernel) cut the same ways, through ``grouped.contiguous(config=)``:
+    against the reference with poisoned outputs (padding rows untouched), repeated runs identical;
+    cut along K, the tail's slots and only they written and the counters back at zero; cut into
+    blocks, the bits of the uncut items. A configuration whose blocks could span two experts'
+    segments refused."""
     gen = torch.Generator(device="cuda").manual_seed(55)
-    config = _kimi(7168, 2048, 64, 128.0)
+    config = _blocks(_kimi(7168, 2048, 64, 128.0)) if blocks else _kimi(7168, 2048, 64, 128.0)
     assert config.items == 2 and config.block_m == 64, "one 128-row segment per item"
     experts, k, sms = 48, 2048, hardware.num_sms(torch.cuda.current_device())
     total = 2 * sms + 9
@@ -235,7 +258,7 @@ def test_split_tail_in_the_contiguous_mode() -> None:
     packed, scales = _weights(experts, config.block_n, k, gen)  # one N tile
     w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
     launch = plan(w, block_m=config.block_m, capacity=m // config.block_m, config=config)
-    full, parts = tail_split(total, launch.grid, k // config.bk, config.tail_parts)
+    full, parts = tail_split(total, launch.grid, config.items if blocks else k // config.bk, config.tail_parts)
     assert parts > 1 and total - full == 9, "the draw leaves a sparse tail"
     ws = new_workspace(launch.workspace_bytes)
     ws[COUNTER_BYTES:].fill_(0xFF)
@@ -246,14 +269,43 @@ def test_split_tail_in_the_contiguous_mode() -> None:
         grouped.contiguous(a, w, c.m_indices, out=out, workspace=ws, config=config)
         outs.append(out)
     torch.cuda.synchronize()
-    written = _slots_written(ws, config, launch.grid)
-    assert all(written[:9 * parts]) and not any(written[9 * parts:]), "the tail's parts, and only they, use slots"
-    assert not bool(ws[:COUNTER_BYTES].view(torch.int32).any()), "every counter back at zero"
+    if not blocks:
+        written = _slots_written(ws, config, launch.grid)
+        assert all(written[:9 * parts]) and not any(written[9 * parts:]), "the tail's parts, and only they, use slots"
+        assert not bool(ws[:COUNTER_BYTES].view(torch.int32).any()), "every counter back at zero"
     real = c.m_indices >= 0
     ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
     assert not outs[0][real].isnan().any(), "real rows never written"
     assert outs[0][~real].isnan().all(), "padding rows were written"
     assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
     assert torch.equal(outs[0], outs[1]), "repeated runs differ"
+    if blocks:
+        uncut = grouped.contiguous(a, w, c.m_indices, config=dataclasses.replace(config, tail_parts=0, tail_blocks=False))
+        assert torch.equal(outs[0][real], uncut[real]), "the cut items' bits differ from the uncut items'"
     with pytest.raises(ChordInputError, match="dividing the 128-row segments"):
         grouped.contiguous(a, w, c.m_indices, config=dataclasses.replace(config, block_m=48))
+
+
+@pytest.mark.parametrize("case", BLOCK_CASES, ids=[c.name for c in BLOCK_CASES])
+def test_split_tail_into_blocks_is_the_uncut_bits(case: TailCase) -> None:
+    """The tail's items cut into runs of their routing blocks (``tail_blocks``): every row written
+    (poisoned outputs), the bits of the uncut configuration, the reference within its bound,
+    repeated runs identical, no workspace beyond the schedule's."""
+    gen = torch.Generator(device="cuda").manual_seed(sum(map(ord, case.name)))
+    d = _setup(case, gen)
+    config = case.config
+    uncut = dataclasses.replace(config, tail_parts=0, tail_blocks=False)
+    assert _workspace(d, config).numel() == _workspace(d, uncut).numel(), "no partials, no arrival counters"
+    run = dict(block_m=config.block_m, top_k=1, topk_weights=d.topk_weights)
+    outs = []
+    for cfg in (config, config, uncut):
+        out = torch.full((d.a.shape[0], d.weight.n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        gemm(d.a, d.weight, *d.route, out=out, config=cfg, **run)
+        outs.append(out)
+    torch.cuda.synchronize()
+    nan_rows = outs[0].isnan().any(dim=1).nonzero().flatten().tolist()
+    assert not nan_rows, f"{len(nan_rows)} output rows never written, e.g. {nan_rows[:8]}"
+    assert torch.equal(outs[0], outs[1]), "repeated runs differ"
+    assert torch.equal(outs[0], outs[2]), "the cut items' bits differ from the uncut items'"
+    ref = reference.indexed_gemm(d.a, d.quantized, *d.route, **run)
+    assert _rel_err(outs[0], ref) <= REL_TOL

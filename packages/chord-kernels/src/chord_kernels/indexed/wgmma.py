@@ -254,6 +254,11 @@ class WgmmaConfig:
     summing every part's fp32 partial from the workspace in part order. Deterministic, but a token's
     bits then depend on its batch's item count. Opt-in: not measured yet (docs/optimization.md,
     session 54)."""
+    tail_blocks: bool = False
+    """With ``tail_parts``: cut the tail's items into up to that many runs of their routing blocks
+    (at most ``items``) instead of along K, each run an item of its own over the whole K: the same
+    bits as the uncut item, no workspace; for items of two or more blocks whose narrower widths all
+    have their K loop (``widths`` empty). Opt-in: not measured yet (docs/optimization.md, session 55)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -293,10 +298,14 @@ class WgmmaConfig:
                                   f"spill), got {self}")
         if self.pingpong and (not self.n_run or self.consumers != 2):
             raise ChordInputError(f"pingpong: expected runs of N tiles (n_run) and two consumers, got {self}")
-        if self.tail_parts and not (2 <= self.tail_parts <= TAIL_PARTS_MAX and not self.n_run and not self.weight_ring):
+        if self.tail_parts and not (2 <= self.tail_parts <= TAIL_PARTS_MAX and not self.n_run
+                                    and (self.tail_blocks or not self.weight_ring)):
             raise ChordInputError(f"tail_parts: expected 0, or 2..{TAIL_PARTS_MAX} parts of items of one N tile "
                                   f"(n_run=0) with the weights in the stages (weight_ring=False: its 144-168-token "
                                   f"items spill in the K loop with a split tail), got {self}")
+        if self.tail_blocks and not (self.tail_parts and self.items >= 2 and not self.widths):
+            raise ChordInputError(f"tail_blocks: expected tail_parts and items of 2+ blocks with every width "
+                                  f"compiled (widths=()), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2, 3, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -403,9 +412,11 @@ class WgmmaConfig:
     def workspace(self, grid: int) -> WorkspaceLayout:
         """The dynamic schedule's two counters (next item, CTAs done), none for the strided one; with
         ``tail_parts`` an arrival counter per (tail item, consumer warpgroup) and a partial slot of
-        the widest item's ``block_n x tile`` fp32 accumulators per tail part (at most one per CTA)."""
-        flags = grid * self.consumers if self.tail_parts else 0
-        partials = grid * self.block_n * self.tile if self.tail_parts else 0
+        the widest item's ``block_n x tile`` fp32 accumulators per tail part (at most one per CTA); none
+        for ``tail_blocks``."""
+        split_k = self.tail_parts and not self.tail_blocks
+        flags = grid * self.consumers if split_k else 0
+        partials = grid * self.block_n * self.tile if split_k else 0
         return WorkspaceLayout(counters=2 if self.dynamic else 0, flags=flags, partials=partials)
 
     @property
@@ -426,7 +437,7 @@ class WgmmaConfig:
             tail = ", ".join(str(f).lower() for f in (self.pingpong, self.whole_stages, self.subnormal, self.shift_pairs))
             return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
                     f"{mask}u, {self.consumer_regs}, {sum(1 << (w // 8 - 1) for w in self.row_widths)}u, {self.n_run}, "
-                    f"{tail}, {self.tail_parts}")
+                    f"{tail}, {self.tail_parts}" + (", true" if self.tail_blocks else ""))
         sub = (", true, true" if self.shift_pairs else ", true") if self.subnormal else ""
         whole = ", true" if self.whole_stages else (", false" if sub else "")
         runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""

@@ -71,12 +71,14 @@ namespace chord::indexed {
 // bit 4 in place unless kShiftPairs. kTailParts (0: off): where the whole items leave a last round
 // of at most half the grid, its items are cut along K into up to kTailParts parts of whole stages
 // (scheduler.cuh tail_split), each part's fp32 partial goes to the workspace and the last part to
-// arrive sums them in part order and runs the epilogue.
+// arrive sums them in part order and runs the epilogue; with kTailBlocks instead into up to
+// kTailParts runs of its routing blocks, each an item of its own over the whole K (the same bits as
+// the uncut item, no workspace).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
           bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false,
-          int kTailParts_ = 0>
+          int kTailParts_ = 0, bool kTailBlocks_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -100,6 +102,8 @@ struct WgmmaConfig {
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kWholeStages = kWholeStages_;
   static constexpr int kTailParts = kTailParts_;
+  static constexpr bool kTailBlocks = kTailBlocks_;
+  static constexpr bool kSplitK = kTailParts_ > 0 && !kTailBlocks_;  // the tail's parts along K
   static constexpr Dequant kDequant =
       !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
@@ -125,8 +129,9 @@ struct WgmmaConfig {
   static_assert(!kResident || (kBK == 256 && !kWeightRing), "runs: one stage of whole-K weights per N tile");
   static_assert(!kPingPong || (kResident && kConsumers_ == 2), "ping-pong: two warpgroups, items of one stage");
   // (The weight ring's items, 144-168 tokens, spill in the K loop with it: ptxas.)
-  static_assert(kTailParts_ == 0 || (kTailParts_ >= 2 && !kResident && !kWeightRing),
+  static_assert(kTailParts_ == 0 || (kTailParts_ >= 2 && !kResident && (kTailBlocks_ || !kWeightRing)),
                 "split tail: 2+ parts of items of one N tile, weights in the stages");
+  static_assert(!kTailBlocks_ || (kTailParts_ >= 2 && kItems_ >= 2), "a tail cut into blocks: items of 2+ blocks");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
   static constexpr int kBlocks = kBN / 64;                  // 64-channel packed blocks per N tile
@@ -325,7 +330,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     if constexpr (Cfg::kTailParts > 0) {
       int grid;
       asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
-      if (listed) split = tail_split(total, grid, num_kc, Cfg::kTailParts);
+      if (listed) split = tail_split(total, grid, Cfg::kTailBlocks ? Cfg::kItems : num_kc, Cfg::kTailParts);
     }
     const int units = split.units(total);
     if constexpr (Cfg::kDynamic) {
@@ -349,7 +354,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     int block = 0, expert = -1, ntile = 0, nsub = 0, run_tiles = 1;
     int work = item, kc0 = 0, kc1 = num_kc;  // the unit's item and stages
     int part_bits = 0, tail_bits = 0;       // (Header::width and ::ntile of a split tail's part)
-    if (Cfg::kTailParts > 0 && !done && item >= split.full) {
+    if (Cfg::kSplitK && !done && item >= split.full) {
       const int v = item - split.full, part = v % split.parts;
       work = split.full + v / split.parts;
       const int2 stages = part_stages(part, split.parts, num_kc);
@@ -357,6 +362,9 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       kc1 = stages.y;
       part_bits = (part << kPartShift) | (split.parts << kPartsShift);
       tail_bits = (v / split.parts) << kTailShift;
+    }
+    if constexpr (Cfg::kTailBlocks) {
+      if (!done && item >= split.full) work = split.full + (item - split.full) / split.parts;
     }
     if (!done) {
       const int cb = work / units_per_block;
@@ -380,6 +388,16 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       }
       if (static_cast<unsigned>(expert) >= static_cast<unsigned>(args.num_experts)) continue;  // not local
       nsub = item_blocks<Cfg::kItems>(args, used, Cfg::kBM, block, expert, listed);
+      if constexpr (Cfg::kTailBlocks) {
+        if (item >= split.full) {
+          // Part p of a tail item of nsub blocks: blocks [p q, min(nsub, (p + 1) q)), q = ceil(nsub / parts),
+          // an item of its own (none where the item has too few blocks for this part).
+          const int part = (item - split.full) % split.parts, per = (nsub + split.parts - 1) / split.parts;
+          if (part * per >= nsub) continue;
+          block += part * per;
+          nsub = min(per, nsub - part * per);
+        }
+      }
     }
     const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in the routing
     // Alternate row buffers: a producer warp may still copy the previous item's last stage while
@@ -1024,7 +1042,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   // item) waits in the staging tile, not in the registers, which are the accumulators'.
   int kc0 = 0, kc1 = num_kc;
   int* const part_info = reinterpret_cast<int*>(epi + Cfg::kEpiInfoBytes);
-  if constexpr (Cfg::kTailParts > 0) {
+  if constexpr (Cfg::kSplitK) {
     const int parts = (h.width >> kPartsShift) & kPartMask, part = (h.width >> kPartShift) & kPartMask;
     if (parts > 1) {
       const int2 stages = part_stages(part, parts, num_kc);
@@ -1051,14 +1069,14 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   int prev_w = -1;  // likewise its weight slot, when that stage was the slot's last reader
   // A part from a later stage on accumulates onto zeros (the first wgmma's zeroing is at stage 0),
   // and waits again for its first stage (already full), so that kc0 is not kept through the loop.
-  if (Cfg::kTailParts > 0 && kc0 > 0) {
+  if (Cfg::kSplitK && kc0 > 0) {
 #pragma unroll
     for (int i = 0; i < Cfg::kMT; ++i)
 #pragma unroll
       for (int x = 0; x < kN / 2; ++x) st.template tile<kN>(i)[x] = 0.0f;
   }
   for (int kc = kc0; kc < kc1; ++kc) {
-    if (Cfg::kTailParts > 0 || kc > 0) {
+    if (Cfg::kSplitK || kc > 0) {
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -1117,7 +1135,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
     if (Cfg::kResident && (run & kRunLast)) ptx::mbarrier_arrive(resident_full + 8);  // the run's last reader
   }
-  if constexpr (Cfg::kTailParts > 0) {
+  if constexpr (Cfg::kSplitK) {
     named_barrier(2 + consumer, 128);  // the part's info is visible
     const int parts = part_info[0], part = part_info[1], tail = part_info[2];
     if (parts > 1) {
@@ -1165,7 +1183,7 @@ __device__ __forceinline__ void wgmma_consumer(const Args& args, uint8_t* smem) 
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     const Header& h = headers[ring.stage];
     if (h.item < 0) break;
-    const int ntile = Cfg::kTailParts > 0 ? h.ntile & ((1 << kTailShift) - 1) : h.ntile;
+    const int ntile = Cfg::kSplitK ? h.ntile & ((1 << kTailShift) - 1) : h.ntile;
     consume_item_of<Cfg>(h.width & kWidthMask, args, smem, st, ring, ntile, epi, warp, lane);
   }
   if (Cfg::kPingPong && consumer == 0) named_barrier(kTurnBarrier, 256);
