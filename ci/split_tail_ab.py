@@ -104,24 +104,27 @@ def main() -> int:
     grouped_impl = ChordGroupedImpl()
     contiguous_cases = [(sid, draw) for sid in filter(None, args.contiguous.split(",")) for draw in args.draws.split(",")]
 
+    def segment_base(shape) -> WgmmaConfig:
+        """The contiguous mode's 64 x 2 configuration of a GEMM shape (one item per 128-row segment and N tile)."""
+        return configs_for(shape.n, shape.k, grouped.contiguous_block_m("sm_90a"), "sm_90a")[0]
+
     def segment_items(sid: str, draw: str):
-        """(problem, the contiguous mode's 64 x 2 configuration, its items: one per segment and N tile)
-        of each GEMM of a grouped contiguous scenario."""
+        """(problem, its 64 x 2 configuration, its items) of each GEMM of a grouped contiguous scenario."""
         _, problems = scenario_problems(S.SCENARIOS[sid], draw, args.seed, weights)
         for p in problems:
-            base = configs_for(p.shape.n, p.shape.k, grouped.contiguous_block_m("sm_90a"), "sm_90a")[0]
+            base = segment_base(p.shape)
             yield p, base, p.a.shape[0] // 128 * base.ntiles(p.shape.n)
 
-    twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub)
-             for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None
-             for q in parts for sub in (False, True)}
-    twins |= {dataclasses.replace(blocks_twin(plan), subnormal=sub) for sid, draw in cases
-              for _, _, plan in plans(sid, draw) if plan is not None and blocks_twin(plan) for sub in (False, True)}
-    twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True)
-              for sid, draw in contiguous_cases for _, base, _ in segment_items(sid, draw)
+    planned = [plan for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None]
+    bases = [segment_base(g) for sid in dict.fromkeys(sid for sid, _ in contiguous_cases) for g in S.SCENARIOS[sid].gemms]
+    twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub) for plan in planned for q in parts
+             for sub in (False, True)}
+    twins |= {dataclasses.replace(blocks_twin(plan), subnormal=sub) for plan in planned if blocks_twin(plan)
+              for sub in (False, True)}
+    twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True) for base in bases
               for q in (0, *parts) for sub in (False, True)}
-    twins |= {dataclasses.replace(blocks_twin(base), subnormal=sub, tma_rows=True)
-              for sid, draw in contiguous_cases for _, base, _ in segment_items(sid, draw) for sub in (False, True)}
+    twins |= {dataclasses.replace(blocks_twin(base), subnormal=sub, tma_rows=True) for base in bases
+              for sub in (False, True)}
     compile_all([c.kernel() for c in twins], "sm_90a")
     log(f"{len(twins)} split-tail kernels compiled")
     rows = []
