@@ -51,13 +51,6 @@ def blocks_twin(cfg):
     return dataclasses.replace(cfg, tail_parts=cfg.items, tail_blocks=True)
 
 
-def tail_split(total: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
-    """scheduler.cuh tail_split."""
-    tail = total % grid
-    parts = 1 if tail == 0 else min(max_parts, stages, grid // tail)
-    return (total, 1) if parts < 2 else (total - tail, parts)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -165,27 +158,25 @@ def main() -> int:
                 continue
             counts = routing.counts.tolist()
             total = items_of(counts, plan, p.shape.n)
-            stages = math.ceil(p.shape.k / plan.bk)
-            cuts = {f"tail{q}": tail_split(total, sms, stages, q) for q in parts}
+            cuts = {f"tail{q}": dataclasses.replace(plan, tail_parts=q).tail_cut(total, sms, p.shape.k) for q in parts}
             cands = {"plan": impl.candidate(p, plan, "plan")}
             cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
             if blocks_twin(plan):
-                cuts["blocks"] = tail_split(total, sms, plan.items, plan.items)
+                cuts["blocks"] = blocks_twin(plan).tail_cut(total, sms, p.shape.k)
                 cands["blocks"] = impl.candidate(p, blocks_twin(plan), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, dataclasses.asdict(plan))
         torch.cuda.empty_cache()
     for sid, draw in contiguous_cases:
         for p, base, total in segment_items(sid, draw):
-            stages = math.ceil(p.shape.k / base.bk)
-            cuts = {f"tail{q}": tail_split(total, sms, stages, q) for q in parts}
+            cuts = {f"tail{q}": dataclasses.replace(base, tail_parts=q).tail_cut(total, sms, p.shape.k) for q in parts}
             cands = {"plan": grouped_impl.candidate(p)}
             planned = cands["plan"].config
             if not planned.endswith(f"block_m={base.block_m}"):  # the plan is the wide items, not 64 x 2
                 cands["items64x2"] = grouped_impl.candidate(p, base, "items64x2")
             cands.update({t: grouped_impl.candidate(p, dataclasses.replace(base, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
-            cuts["blocks"] = tail_split(total, sms, base.items, base.items)
+            cuts["blocks"] = blocks_twin(base).tail_cut(total, sms, p.shape.k)
             cands["blocks"] = grouped_impl.candidate(p, blocks_twin(base), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, {"plan": planned, "items64x2": dataclasses.asdict(base)})
         torch.cuda.empty_cache()

@@ -138,6 +138,8 @@ def test_split_tail_is_opt_in_and_sizes_its_workspace() -> None:
     assert plan.workspace == WorkspaceLayout(counters=2, flags=SMS * 4, partials=SMS * 512 * 48)
     assert plan.smem == planned.smem_bytes(300) and plan.grid == SMS
     assert tail.template_args().endswith(", 8") and tail.source() != planned.source()
+    # ep8_tok16's skewed gate_up: 400 items on 132 SMs, 28 stages of 256 K; the planned kernel cuts nothing.
+    assert (tail.tail_cut(400, SMS, 7168), planned.tail_cut(400, SMS, 7168)) == ((396, 8), (400, 1))
     for bad in (dict(tail_parts=1), dict(tail_parts=33), dict(tail_parts=-2)):
         with pytest.raises(ChordInputError, match="tail_parts: expected 0, or 2..32"):
             dataclasses.replace(planned, **bad)
@@ -154,6 +156,7 @@ def test_split_tail_into_blocks_needs_no_workspace() -> None:
     planned = choose_wgmma_config(4096, 7168, 24, tok_e=16.0)
     blocks = dataclasses.replace(planned, tail_parts=2, tail_blocks=True)
     assert blocks.workspace(SMS) == planned.workspace(SMS) == WorkspaceLayout(counters=2)
+    assert blocks.tail_cut(400, SMS, 7168) == (396, 2), "at most the item's two blocks"
     assert blocks.template_args().endswith(", 2, true") and blocks.source() != planned.source()
     assert dataclasses.replace(planned, tail_parts=2).template_args().endswith(", 2")
     for bad in (dict(tail_parts=0, tail_blocks=True), dict(items=1, tail_parts=2, tail_blocks=True)):

@@ -5,13 +5,15 @@ finish_split_part): every item cut by a CTA range boundary is finished exactly o
 its parts, from partials that sit in distinct workspace slots. The WGMMA kernel's split tail mirrors
 scheduler.cuh (tail_split, part_stages) and wgmma.cuh (the producer's unit mapping, the header bits,
 the workspace slots and counters of arrive_tail_part), and its cut into runs of routing blocks
-(kTailBlocks).
+(kTailBlocks); ``tail_split`` is the host's copy in ``chord_kernels.indexed.wgmma``.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+
+from chord_kernels.indexed.wgmma import tail_split
 
 
 def balanced_start(units: int, cta: int, grid: int) -> int:
@@ -63,12 +65,6 @@ def test_split_items_have_one_finisher_and_distinct_slots() -> None:
 
 # scheduler.cuh / wgmma.cuh, line for line.
 PART_SHIFT, PARTS_SHIFT, TAIL_SHIFT, PART_MASK = 18, 24, 16, 63
-
-
-def tail_split(total: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
-    tail = total % grid
-    parts = 1 if tail == 0 else min(max_parts, stages, grid // tail)
-    return (total, 1) if parts < 2 else (total - tail, parts)
 
 
 def part_stages(part: int, parts: int, num_kc: int) -> tuple[int, int]:

@@ -15,7 +15,6 @@ import math
 import pytest
 import torch
 from test_indexed_gpu import _rel_err, _weights
-from test_indexed_schedule import tail_split
 
 import chord_kernels
 from chord_kernels import grouped, hardware, reference, routing
@@ -141,8 +140,7 @@ def _setup(case: TailCase, gen: torch.Generator, top_k: int = 1) -> Draw:
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     r = align_block_size(ids, config.block_m, global_e, expert_map)
     grid = plan(pw, block_m=config.block_m, capacity=r.expert_ids.numel(), config=config).grid
-    full, parts = tail_split(total, grid, config.items if config.tail_blocks else math.ceil(case.k / config.bk),
-                             config.tail_parts)
+    full, parts = config.tail_cut(total, grid, case.k)
     assert parts > 1 and total - full == (case.tail if case.tail > 0 else total), "the draw leaves a sparse tail"
     a = torch.randn(ids.numel(), case.k, generator=gen, device="cuda").to(torch.bfloat16)  # a row per slot
     tw = torch.rand(ids.shape, generator=gen, device="cuda") if case.weighted else None
@@ -258,7 +256,7 @@ def test_split_tail_in_the_contiguous_mode(blocks: bool) -> None:
     packed, scales = _weights(experts, config.block_n, k, gen)  # one N tile
     w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
     launch = plan(w, block_m=config.block_m, capacity=m // config.block_m, config=config)
-    full, parts = tail_split(total, launch.grid, config.items if blocks else k // config.bk, config.tail_parts)
+    full, parts = config.tail_cut(total, launch.grid, k)
     assert parts > 1 and total - full == 9, "the draw leaves a sparse tail"
     ws = new_workspace(launch.workspace_bytes)
     ws[COUNTER_BYTES:].fill_(0xFF)

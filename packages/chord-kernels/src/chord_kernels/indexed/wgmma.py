@@ -409,6 +409,14 @@ class WgmmaConfig:
         twin = dataclasses.replace(base, topk_sum=True, row_widths=base.row_widths if base.items == 1 else ())
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
+    def tail_cut(self, items: int, grid: int, k: int) -> tuple[int, int]:
+        """How a launch of ``grid`` CTAs over ``items`` listed work items cuts its last round
+        (:func:`tail_split` on the K stages, or with ``tail_blocks`` on the item's blocks): (whole
+        items, parts per tail item); ``(items, 1)`` where nothing is cut or ``tail_parts`` is 0."""
+        if not self.tail_parts:
+            return items, 1
+        return tail_split(items, grid, self.items if self.tail_blocks else -(-k // self.bk), self.tail_parts)
+
     def workspace(self, grid: int) -> WorkspaceLayout:
         """The dynamic schedule's two counters (next item, CTAs done), none for the strided one; with
         ``tail_parts`` an arrival counter per (tail item, consumer warpgroup) and a partial slot of
@@ -457,6 +465,15 @@ class WgmmaConfig:
 
     def kernel(self) -> CudaKernel:
         return wgmma_kernel(self)
+
+
+def tail_split(items: int, grid: int, stages: int, max_parts: int) -> tuple[int, int]:
+    """``scheduler.cuh`` ``tail_split`` on the host: where ``items % grid`` items leave a last round of
+    at most half the grid, (whole items, parts per tail item = min(max_parts, stages, grid / tail));
+    else ``(items, 1)``."""
+    tail = items % grid
+    parts = 1 if tail == 0 else min(max_parts, stages, grid // tail)
+    return (items, 1) if parts < 2 else (items - tail, parts)
 
 
 def max_stages(block_m: int, mt: int, bk: int, consumers: int = 2, limit: int = 8, items: int = 1,
