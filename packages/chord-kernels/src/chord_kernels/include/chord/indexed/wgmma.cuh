@@ -129,8 +129,8 @@ struct WgmmaConfig {
   static_assert(!kResident || (kBK == 256 && !kWeightRing), "runs: one stage of whole-K weights per N tile");
   static_assert(!kPingPong || (kResident && kConsumers_ == 2), "ping-pong: two warpgroups, items of one stage");
   // (The weight ring's items, 144-168 tokens, spill in the K loop with it: ptxas.)
-  static_assert(kTailParts_ == 0 || (kTailParts_ >= 2 && !kResident && (kTailBlocks_ || !kWeightRing)),
-                "split tail: 2+ parts of items of one N tile, weights in the stages");
+  static_assert(kTailParts_ == 0 || (kTailParts_ >= 2 && kTailParts_ <= 32 && !kResident && (kTailBlocks_ || !kWeightRing)),
+                "split tail: 2..32 parts (Header::width's bits) of items of one N tile, weights in the stages");
   static_assert(!kTailBlocks_ || (kTailParts_ >= 2 && kItems_ >= 2), "a tail cut into blocks: items of 2+ blocks");
   static constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
   static constexpr int kBN = 64 * kMT * kConsumers;         // output channels per N tile
