@@ -822,9 +822,11 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
       return source.template tile<kN>(i)[x];
     }
   };
-  float4 sums[Cfg::kMT][kEpiNT];  // (PartSums: the pass's accumulators)
+  float4 sums[Cfg::kMT][kEpiNT] = {};  // (PartSums: the pass's accumulators)
   const auto values = [&](int i, int jj) {  // outputs 4 j .. 4 j + 3 of the pass's j0 + jj (PartSums)
-    if constexpr (Cfg::kSiluMul) {
+    if constexpr (kRegisters) {
+      return make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // (not called: the registers are read by value)
+    } else if constexpr (Cfg::kSiluMul) {
       const float4 g = sums[0][jj], u = sums[1][jj];
       return make_float4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
     } else {
