@@ -887,9 +887,11 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
 // accumulators of the widest item as float4 rows of 128 threads (slot s, warpgroup c: block
 // s x kConsumers + c of kSlotVecs float4s).
 template <class Cfg>
+constexpr int64_t kSlotVecs = Cfg::kMT * (Cfg::kTile / 8) * 128;  // one warpgroup's share of a slot
+
+template <class Cfg>
 __device__ __forceinline__ float4* part_slot(const Args& args, int slot, int consumer) {
-  constexpr int kSlotVecs = Cfg::kMT * (Cfg::kTile / 8) * 128;
-  return reinterpret_cast<float4*>(args.partials) + (static_cast<int64_t>(slot) * Cfg::kConsumers + consumer) * kSlotVecs +
+  return reinterpret_cast<float4*>(args.partials) + (static_cast<int64_t>(slot) * Cfg::kConsumers + consumer) * kSlotVecs<Cfg> +
          threadIdx.x % 128;
 }
 
@@ -903,7 +905,7 @@ struct PartSums {
   // Accumulators 4 j .. 4 j + 3 of tile i, j = j0 + jj < kN / 8, into sums[i][jj].
   template <int kPassNT>
   __device__ __forceinline__ void pass(float4 (&sums)[Cfg::kMT][kPassNT], int j0) const {
-    constexpr int64_t kPartStride = static_cast<int64_t>(Cfg::kMT) * (Cfg::kTile / 8) * 128 * Cfg::kConsumers;
+    constexpr int64_t kPartStride = kSlotVecs<Cfg> * Cfg::kConsumers;  // from one part's slot to the next's
     const auto load = [&](int p, int i, int jj) { return __ldcg(first + p * kPartStride + (i * (kN / 8) + j0 + jj) * 128); };
 #pragma unroll
     for (int i = 0; i < Cfg::kMT; ++i)
