@@ -65,7 +65,7 @@ def main() -> int:
     from chord_bench.impls import ChordGroupedImpl, ChordIndexedImpl
     from chord_bench.problems import WeightCache, scenario_problems
     from chord_bench.timing import interleaved
-    from chord_kernels import grouped, hardware
+    from chord_kernels import grouped, hardware, indexed
     from chord_kernels.indexed import WgmmaConfig
     from chord_kernels.indexed.planner import configs_for
     from chord_kernels.jit import compile_all
@@ -96,6 +96,12 @@ def main() -> int:
 
     grouped_impl = ChordGroupedImpl()
     contiguous_cases = [(sid, draw) for sid in filter(None, args.contiguous.split(",")) for draw in args.draws.split(",")]
+
+    def launch_grid(p, cfg) -> int:
+        """The CTAs ``gemm`` launches for ``p`` with ``cfg`` (fewer than the SMs where the routing holds few blocks)."""
+        r = p.aligned(cfg.block_m)
+        capacity = indexed.routing_capacity(r.sorted_token_ids, r.expert_ids, cfg.block_m)
+        return indexed.plan(impl._pack(p), block_m=cfg.block_m, capacity=capacity, config=cfg).grid
 
     def segment_base(shape) -> WgmmaConfig:
         """The contiguous mode's 64 x 2 configuration of a GEMM shape (one item per 128-row segment and N tile)."""
@@ -157,13 +163,13 @@ def main() -> int:
             if plan is None:
                 continue
             counts = routing.counts.tolist()
-            total = items_of(counts, plan, p.shape.n)
-            cuts = {f"tail{q}": dataclasses.replace(plan, tail_parts=q).tail_cut(total, sms, p.shape.k) for q in parts}
+            total, grid = items_of(counts, plan, p.shape.n), launch_grid(p, plan)
+            cuts = {f"tail{q}": dataclasses.replace(plan, tail_parts=q).tail_cut(total, grid, p.shape.k) for q in parts}
             cands = {"plan": impl.candidate(p, plan, "plan")}
             cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
             if blocks_twin(plan):
-                cuts["blocks"] = blocks_twin(plan).tail_cut(total, sms, p.shape.k)
+                cuts["blocks"] = blocks_twin(plan).tail_cut(total, grid, p.shape.k)
                 cands["blocks"] = impl.candidate(p, blocks_twin(plan), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, dataclasses.asdict(plan))
         torch.cuda.empty_cache()
