@@ -74,7 +74,7 @@ def main() -> int:
     impl = ChordIndexedImpl()
     weights = WeightCache(args.seed, torch.device("cuda"))
     parts = [int(p) for p in args.parts.split(",")]
-    cases = [(sid, draw) for sid in args.scenarios.split(",") for draw in args.draws.split(",")]
+    cases = [(sid, draw) for sid in filter(None, args.scenarios.split(",")) for draw in args.draws.split(",")]
 
     def plans(sid: str, draw: str, say: bool = False):
         """(routing, problem, planned configuration by slot or None) of each GEMM of a scenario."""

@@ -11,6 +11,10 @@ date -u; nvidia-smi --query-gpu=name,clocks.sm,power.draw,temperature.gpu --form
     > $OUT/gpu_tests.log 2>&1; echo tests rc=$?)
 grep -E "passed|failed|^FAILED|^E  " $OUT/gpu_tests.log | cut -c1-200 | tail -30
 date -u
-timeout 440 python3 ci/split_tail_ab.py --out $OUT > $OUT/split_tail_ab.log 2>&1; echo ab rc=$?
+# The grouped contiguous scenarios first (where the cuts apply most), then the indexed ones with a cut on seed 0.
+timeout 200 python3 ci/split_tail_ab.py --scenarios "" --out $OUT/contiguous > $OUT/split_tail_ab_contiguous.log 2>&1; echo ab rc=$?
 date -u
-grep -v "^+" $OUT/split_tail_ab.log | cut -c1-230 | tail -70
+timeout 240 python3 ci/split_tail_ab.py --scenarios ep8_tok341,ep8_tok43,ep8_tok16,ep8_masked32 --contiguous "" \
+    --out $OUT/indexed > $OUT/split_tail_ab_indexed.log 2>&1; echo ab rc=$?
+date -u
+grep -hv "^+" $OUT/split_tail_ab_contiguous.log $OUT/split_tail_ab_indexed.log | cut -c1-230 | tail -60
