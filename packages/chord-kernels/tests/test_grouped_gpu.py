@@ -325,3 +325,35 @@ def test_gemm_masked_names_bad_rows() -> None:
         indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 8), block_m=24)
     out = indexed.gemm_masked(a, w, indexed.MaskedRows(counts, 8), block_m=8)
     assert out.shape == (32, 64)
+
+
+def test_contiguous_plan_cuts_a_sparse_last_round_into_blocks() -> None:
+    """Where ``contiguous_tail_config`` cuts (EP32's 12 experts at 128 rows each: 192 gate_up items on
+    132 SMs), the plan's launch gives the bits of the uncut 64 x 2 items, plain and with the fused
+    SiLU-and-mul; padding rows untouched (poisoned); the reference within its bound."""
+    from chord_kernels import hardware
+
+    gen = torch.Generator(device="cuda").manual_seed(56)
+    e, n, k = 12, 4096, 7168
+    packed, scales = _weights(e, n, k, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    ids = torch.arange(e, device="cuda").repeat_interleave(128)[torch.randperm(128 * e, generator=gen, device="cuda")]
+    c = routing.contiguous_layout(ids.view(-1, 1), e)
+    a = torch.randn(c.m_indices.numel(), k, generator=gen, device="cuda").to(torch.bfloat16)
+    m, sms = a.shape[0], hardware.num_sms(torch.cuda.current_device())
+    cut = grouped.contiguous_tail_config(w, m, "sm_90a", sms)
+    if cut is None:
+        pytest.skip(f"no sparse last round of {m // 128} segments' items on {sms} SMs")
+    plain = dataclasses.replace(cut, tail_parts=0, tail_blocks=False)
+    real = c.m_indices >= 0
+    for activation in (None, "silu"):
+        outs = []
+        for config in (None, plain):
+            out = torch.full((m, n // 2 if activation else n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            grouped.contiguous(a, w, c.m_indices, out=out, activation=activation, config=config)
+            outs.append(out)
+        torch.cuda.synchronize()
+        assert torch.equal(outs[0][real], outs[1][real]), f"the cut's bits differ from the uncut items' ({activation})"
+        assert outs[0][~real].isnan().all(), "padding rows were written"
+    ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
+    assert _rel_err(outs[1][real], silu_and_mul(ref[real])) <= REL_TOL

@@ -197,6 +197,49 @@ def test_contiguous_mode_takes_wide_items_where_experts_pass_one_segment() -> No
                    for kk in grouped.kernels("sm_100a"))
 
 
+def test_contiguous_mode_cuts_a_sparse_last_round_into_blocks() -> None:
+    """grouped.contiguous_tail_config: the 64 x 2 plan with its last round's items cut into single
+    blocks exactly where the host's tail_cut says that round is sparse and the launch is at most
+    TAIL_BLOCKS_MAX_ROUNDS rounds (one item per 128-row segment and N tile), on sm_90a only; the
+    precompile hook and prepare's list hold the cut kernels."""
+    from chord_kernels.grouped.api import TAIL_BLOCKS_MAX_ROUNDS, blocks_cut
+
+    cases = 0
+    for n, k in KIMI[:2]:
+        for experts in (12, 48):
+            w = _weight(n, k, experts)
+            for segments in (*range(experts, 4 * experts + 1, 7), 8 * experts, 20 * experts):
+                m = 128 * segments
+                launch = _plan(n, k, 64, m // 64)
+                plain = launch.config
+                assert (plain.block_m, plain.items) == (64, 2)
+                items = segments * plain.ntiles(n)
+                _, parts = blocks_cut(plain).tail_cut(items, launch.grid, k)
+                want = parts > 1 and items <= TAIL_BLOCKS_MAX_ROUNDS * SMS and segments <= launch.list_cap
+                cut = grouped.contiguous_tail_config(w, m, "sm_90a", SMS)
+                assert (cut is not None) == want, (n, k, experts, segments)
+                if cut is not None:
+                    cases += 1
+                    assert cut == dataclasses.replace(plain, tail_parts=2, tail_blocks=True)
+                    assert _plan(n, k, 64, m // 64, config=cut).workspace_bytes == launch.workspace_bytes
+                assert grouped.contiguous_tail_config(w, m, "sm_100a", SMS) is None
+    assert cases >= 4
+    # Session 56's measured cases: EP32 128 rows per expert, gate_up (192 items, 1.45 rounds) cut; its
+    # down (336 items, a last round of 72) not; EP8 128's down (1344 items, 10.2 rounds) cut; EP8 256's (20.4) not.
+    assert grouped.contiguous_tail_config(_weight(4096, 7168, 12), 128 * 12, "sm_90a", SMS) is not None
+    assert grouped.contiguous_tail_config(_weight(7168, 2048, 12), 128 * 12, "sm_90a", SMS) is None
+    assert grouped.contiguous_tail_config(_weight(7168, 2048, 48), 128 * 48, "sm_90a", SMS) is not None
+    assert grouped.contiguous_tail_config(_weight(7168, 2048, 48), 128 * 96, "sm_90a", SMS) is None
+    assert blocks_cut(block_rows_wide_configs(4096, 7168)[0]) is None  # the weight ring: no cut
+    sources = {kk.source for kk in grouped.kernels("sm_90a")}
+    for n, k in KIMI[:2]:
+        cut = dataclasses.replace(blocks_cut(_plan(n, k, 64, 100).config), tma_rows=True)
+        twins = [cut, dataclasses.replace(cut, subnormal=True)]
+        if n == 4096:
+            twins += [dataclasses.replace(t, silu_mul=True) for t in twins]
+        assert all(t.kernel().source in sources for t in twins)
+
+
 def test_weights_with_small_scales_plan_the_one_fma_form() -> None:
     small = dataclasses.replace(_weight(4096, 7168), small_scales=True)
     for block_m in (8, 16, 24, 56, 64):

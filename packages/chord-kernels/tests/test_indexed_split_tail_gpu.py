@@ -284,7 +284,7 @@ def test_split_tail_in_the_contiguous_mode(blocks: bool) -> None:
         uncut = grouped.contiguous(a, w, c.m_indices, config=dataclasses.replace(config, tail_parts=0, tail_blocks=False))
         assert torch.equal(outs[0][real], uncut[real]), "the cut items' bits differ from the uncut items'"
     with pytest.raises(ChordInputError, match="dividing the 128-row segments"):
-        grouped.contiguous(a, w, c.m_indices, config=dataclasses.replace(config, block_m=48))
+        grouped.contiguous(a, w, c.m_indices, config=WgmmaConfig(48, 2, 256, 2))
 
 
 @pytest.mark.parametrize("case", BLOCK_CASES, ids=[c.name for c in BLOCK_CASES])

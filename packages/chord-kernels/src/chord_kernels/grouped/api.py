@@ -41,7 +41,13 @@ from chord_kernels.indexed.heuristics import (
     WIDE_MIN_TOK_E,
     choose_block_m,
 )
-from chord_kernels.indexed.planner import KIMI_GATE_UP, KIMI_SHAPES, KernelConfig, configs_for
+from chord_kernels.indexed.planner import (
+    KIMI_GATE_UP,
+    KIMI_SHAPES,
+    KernelConfig,
+    cached_plan,
+    configs_for,
+)
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config, block_rows_wide_configs
 from chord_kernels.jit import CudaKernel
@@ -71,6 +77,42 @@ def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch
             or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):
         return None
     return block_rows_wide_config(weight.n, weight.k, expected_m)
+
+
+TAIL_BLOCKS_MAX_ROUNDS = 11
+"""The contiguous mode cuts a sparse last round of its 64 x 2 items into single blocks
+(:func:`contiguous_tail_config`) in launches of at most this many rounds of items on the SMs. Measured
+on the H200 against the uncut items (docs/optimization.md, session 56): 12-15 % faster at 1.45
+rounds, 2.4-2.9 % at 10.2; at 13-23 rounds within +-2 %, which the cut-enabled kernel's own cost
+(0.5-1 % where nothing is cut) can outweigh."""
+
+
+def blocks_cut(config: WgmmaConfig) -> WgmmaConfig | None:
+    """``config`` with a sparse last round's items run as their single routing blocks
+    (``tail_blocks``: the same bits, no workspace), or None where it takes none (items of one block,
+    narrower widths without their own K loop, runs of N tiles, the weight ring)."""
+    if config.items < 2 or config.widths or config.tail_parts or config.n_run or config.weight_ring:
+        return None
+    return dataclasses.replace(config, tail_parts=config.items, tail_blocks=True)
+
+
+def contiguous_tail_config(weight: PackedWeight, m: int, arch: str, num_sms: int) -> WgmmaConfig | None:
+    """The contiguous mode's planned items with their last round cut into single blocks
+    (:func:`blocks_cut`) where that round is sparse (``WgmmaConfig.tail_cut``: at most half the SMs
+    busy) and the launch is at most :data:`TAIL_BLOCKS_MAX_ROUNDS` rounds, else None. The host knows
+    the item count here, unlike for vLLM routing: one item per 128-row segment and N tile."""
+    if arch != WGMMA_ARCH:
+        return None
+    block_m = contiguous_block_m(arch)
+    launch = cached_plan(weight.n, weight.k, block_m, m // block_m, num_sms, arch, None)
+    cut = blocks_cut(launch.config) if isinstance(launch.config, WgmmaConfig) else None
+    if cut is None or CONTIGUOUS_ALIGNMENT != block_m * launch.config.items:
+        return None
+    segments = m // CONTIGUOUS_ALIGNMENT
+    items = segments * cut.ntiles(weight.n)
+    if segments > launch.list_cap or items > TAIL_BLOCKS_MAX_ROUNDS * launch.grid:  # listed items only are cut
+        return None
+    return cut if cut.tail_cut(items, launch.grid, weight.k)[1] > 1 else None
 
 
 def masked_block_m(weight: PackedWeight, expected_m: int) -> int:
@@ -132,7 +174,8 @@ def contiguous(
     into the kernel), it writes every output row, padding rows with unspecified values.
     ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
     lets the plan take wider work items where experts pass one segment (:func:`contiguous_config`);
-    the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
+    else a sparse last round of its items is cut into single blocks where that pays
+    (:func:`contiguous_tail_config`); the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
     (sweeps; its ``block_m`` must divide 128, so that no routing block spans two experts).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
@@ -155,7 +198,8 @@ def contiguous(
         return out
     arch = hardware.arch(device.index)
     if config is None:
-        config = contiguous_config(weight, m, expected_m, arch)
+        config = contiguous_config(weight, m, expected_m, arch) or contiguous_tail_config(
+            weight, m, arch, hardware.num_sms(device.index))
     block_m = config.block_m if config is not None else contiguous_block_m(arch)
     return run_gemm(a, weight, ContiguousRows(m_indices), block_m=block_m, top_k=1,
                     out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
@@ -236,7 +280,13 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
         prepare_indexed(weight, masked_block_m(weight, expected_m), dev, activation=activation, block_rows=True)
         return
     arch = hardware.arch(dev.index)
-    prepare_indexed(weight, contiguous_block_m(arch), dev, activation=activation, block_rows=True)
+    block_m = contiguous_block_m(arch)
+    prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True)
+    # contiguous() cuts its items' sparse last round into blocks at some m (contiguous_tail_config).
+    for planned in configs_for(weight.n, weight.k, block_m, arch):
+        cut = blocks_cut(planned) if isinstance(planned, WgmmaConfig) else None
+        if cut is not None:
+            prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True, config=cut)
     # contiguous() takes the wide items where some expert passes one segment: m is not known here.
     past_one_segment = CONTIGUOUS_ALIGNMENT * (weight.num_experts + 1)
     wide = contiguous_config(weight, past_one_segment, expected_m, arch)
@@ -247,7 +297,7 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
 @functools.cache
 def kernels(arch: str) -> list[CudaKernel]:
     """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode (its wide
-    items included) and, at every block size, in masked mode (with their fused SiLU-and-mul and
+    items and its items' block cut included) and, at every block size, in masked mode (with their fused SiLU-and-mul and
     one-fma twins)."""
     wgmma = arch == WGMMA_ARCH
     found: dict[KernelConfig, None] = {}
@@ -257,10 +307,11 @@ def kernels(arch: str) -> list[CudaKernel]:
                 if not isinstance(planned, WgmmaConfig):  # the decode kernel gathers rows in every mode
                     found[planned] = None
                     continue
-                cfg = dataclasses.replace(planned, tma_rows=True)
-                found[cfg] = None
-                if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
-                    found[dataclasses.replace(cfg, silu_mul=True)] = None
+                cut = blocks_cut(planned) if block_m == contiguous_block_m(arch) else None
+                for cfg in (dataclasses.replace(c, tma_rows=True) for c in (planned, cut) if c is not None):
+                    found[cfg] = None
+                    if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
+                        found[dataclasses.replace(cfg, silu_mul=True)] = None
     if wgmma:
         for n, k in KIMI_SHAPES:
             for cfg in block_rows_wide_configs(n, k):
