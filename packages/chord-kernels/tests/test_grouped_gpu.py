@@ -329,8 +329,9 @@ def test_gemm_masked_names_bad_rows() -> None:
 
 def test_contiguous_plan_cuts_a_sparse_last_round_into_blocks() -> None:
     """Where ``contiguous_tail_config`` cuts (EP32's 12 experts at 128 rows each: 192 gate_up items on
-    132 SMs), the plan's launch gives the bits of the uncut 64 x 2 items, plain and with the fused
-    SiLU-and-mul; padding rows untouched (poisoned); the reference within its bound."""
+    132 SMs), the plan's launch (no activation) and the cut configuration with the fused SiLU-and-mul
+    (which the plan does not take yet) give the bits of the uncut 64 x 2 items; padding rows untouched
+    (poisoned); the reference within its bound."""
     from chord_kernels import hardware
 
     gen = torch.Generator(device="cuda").manual_seed(56)
@@ -348,7 +349,7 @@ def test_contiguous_plan_cuts_a_sparse_last_round_into_blocks() -> None:
     real = c.m_indices >= 0
     for activation in (None, "silu"):
         outs = []
-        for config in (None, plain):
+        for config in (None if activation is None else cut, plain):
             out = torch.full((m, n // 2 if activation else n), float("nan"), dtype=torch.bfloat16, device="cuda")
             grouped.contiguous(a, w, c.m_indices, out=out, activation=activation, config=config)
             outs.append(out)

@@ -174,8 +174,8 @@ def contiguous(
     into the kernel), it writes every output row, padding rows with unspecified values.
     ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
     lets the plan take wider work items where experts pass one segment (:func:`contiguous_config`);
-    else a sparse last round of its items is cut into single blocks where that pays
-    (:func:`contiguous_tail_config`); the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
+    without ``activation``, a sparse last round of its items is cut into single blocks where that
+    pays (:func:`contiguous_tail_config`); the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
     (sweeps; its ``block_m`` must divide 128, so that no routing block spans two experts).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
@@ -198,8 +198,9 @@ def contiguous(
         return out
     arch = hardware.arch(device.index)
     if config is None:
-        config = contiguous_config(weight, m, expected_m, arch) or contiguous_tail_config(
-            weight, m, arch, hardware.num_sms(device.index))
+        config = contiguous_config(weight, m, expected_m, arch)
+    if config is None and activation is None:  # (the fused SiLU-and-mul's cut has not run on a GPU yet)
+        config = contiguous_tail_config(weight, m, arch, hardware.num_sms(device.index))
     block_m = config.block_m if config is not None else contiguous_block_m(arch)
     return run_gemm(a, weight, ContiguousRows(m_indices), block_m=block_m, top_k=1,
                     out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
@@ -282,11 +283,11 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
     arch = hardware.arch(dev.index)
     block_m = contiguous_block_m(arch)
     prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True)
-    # contiguous() cuts its items' sparse last round into blocks at some m (contiguous_tail_config).
-    for planned in configs_for(weight.n, weight.k, block_m, arch):
+    # contiguous() without an activation cuts its items' sparse last round into blocks at some m.
+    for planned in configs_for(weight.n, weight.k, block_m, arch) if activation is None else ():
         cut = blocks_cut(planned) if isinstance(planned, WgmmaConfig) else None
         if cut is not None:
-            prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True, config=cut)
+            prepare_indexed(weight, block_m, dev, block_rows=True, config=cut)
     # contiguous() takes the wide items where some expert passes one segment: m is not known here.
     past_one_segment = CONTIGUOUS_ALIGNMENT * (weight.num_experts + 1)
     wide = contiguous_config(weight, past_one_segment, expected_m, arch)
@@ -307,11 +308,13 @@ def kernels(arch: str) -> list[CudaKernel]:
                 if not isinstance(planned, WgmmaConfig):  # the decode kernel gathers rows in every mode
                     found[planned] = None
                     continue
-                cut = blocks_cut(planned) if block_m == contiguous_block_m(arch) else None
-                for cfg in (dataclasses.replace(c, tma_rows=True) for c in (planned, cut) if c is not None):
-                    found[cfg] = None
-                    if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
-                        found[dataclasses.replace(cfg, silu_mul=True)] = None
+                cfg = dataclasses.replace(planned, tma_rows=True)
+                found[cfg] = None
+                if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
+                    found[dataclasses.replace(cfg, silu_mul=True)] = None
+                cut = blocks_cut(cfg) if block_m == contiguous_block_m(arch) else None
+                if cut is not None:  # (without an activation only)
+                    found[cut] = None
     if wgmma:
         for n, k in KIMI_SHAPES:
             for cfg in block_rows_wide_configs(n, k):
