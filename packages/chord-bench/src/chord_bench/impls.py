@@ -391,8 +391,9 @@ class ChordGroupedImpl(ChordIndexedImpl):
         from chord_kernels import grouped, hardware
 
         arch = hardware.arch(device.index)
-        wide = grouped.contiguous_config(weight, m, expected_m, arch)
-        return f"block_m={grouped.contiguous_block_m(arch)}" if wide is None else describe_config(wide)
+        planned = grouped.contiguous_config(weight, m, expected_m, arch) or grouped.contiguous_tail_config(
+            weight, m, arch, hardware.num_sms(device.index))
+        return f"block_m={grouped.contiguous_block_m(arch)}" if planned is None else describe_config(planned)
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
         """The Candidate for ``problem``: the mode's plan, or in the contiguous mode ``config`` (a
