@@ -44,13 +44,6 @@ def items_of(counts: list[int], cfg, n: int) -> int:
     return sum(math.ceil(math.ceil(c / cfg.block_m) / cfg.items) for c in counts) * cfg.ntiles(n)
 
 
-def blocks_twin(cfg):
-    """``cfg`` with its tail cut into runs of routing blocks (``tail_blocks``), or None where it takes none."""
-    if cfg.items < 2 or cfg.widths:
-        return None
-    return dataclasses.replace(cfg, tail_parts=cfg.items, tail_blocks=True)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -66,6 +59,7 @@ def main() -> int:
     from chord_bench.problems import WeightCache, scenario_problems
     from chord_bench.timing import interleaved
     from chord_kernels import grouped, hardware, indexed
+    from chord_kernels.grouped.api import blocks_cut
     from chord_kernels.indexed import WgmmaConfig
     from chord_kernels.indexed.planner import configs_for
     from chord_kernels.jit import compile_all
@@ -118,11 +112,11 @@ def main() -> int:
     bases = [segment_base(g) for sid in dict.fromkeys(sid for sid, _ in contiguous_cases) for g in S.SCENARIOS[sid].gemms]
     twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub) for plan in planned for q in parts
              for sub in (False, True)}
-    twins |= {dataclasses.replace(blocks_twin(plan), subnormal=sub) for plan in planned if blocks_twin(plan)
+    twins |= {dataclasses.replace(blocks_cut(plan), subnormal=sub) for plan in planned if blocks_cut(plan)
               for sub in (False, True)}
     twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True) for base in bases
               for q in (0, *parts) for sub in (False, True)}
-    twins |= {dataclasses.replace(blocks_twin(base), subnormal=sub, tma_rows=True) for base in bases
+    twins |= {dataclasses.replace(blocks_cut(base), subnormal=sub, tma_rows=True) for base in bases
               for sub in (False, True)}
     compile_all([c.kernel() for c in twins], "sm_90a")
     log(f"{len(twins)} split-tail kernels compiled")
@@ -168,9 +162,9 @@ def main() -> int:
             cands = {"plan": impl.candidate(p, plan, "plan")}
             cands.update({t: impl.candidate(p, dataclasses.replace(plan, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
-            if blocks_twin(plan):
-                cuts["blocks"] = blocks_twin(plan).tail_cut(total, grid, p.shape.k)
-                cands["blocks"] = impl.candidate(p, blocks_twin(plan), "blocks")
+            if blocks_cut(plan):
+                cuts["blocks"] = blocks_cut(plan).tail_cut(total, grid, p.shape.k)
+                cands["blocks"] = impl.candidate(p, blocks_cut(plan), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, dataclasses.asdict(plan))
         torch.cuda.empty_cache()
     for sid, draw in contiguous_cases:
@@ -182,8 +176,8 @@ def main() -> int:
                 cands["items64x2"] = grouped_impl.candidate(p, base, "items64x2")
             cands.update({t: grouped_impl.candidate(p, dataclasses.replace(base, tail_parts=q), t)
                           for t, q in zip(cuts, parts, strict=True)})
-            cuts["blocks"] = blocks_twin(base).tail_cut(total, sms, p.shape.k)
-            cands["blocks"] = grouped_impl.candidate(p, blocks_twin(base), "blocks")
+            cuts["blocks"] = blocks_cut(base).tail_cut(total, sms, p.shape.k)
+            cands["blocks"] = grouped_impl.candidate(p, blocks_cut(base), "blocks")
             time_and_log(sid, draw, p, total, cuts, cands, {"plan": planned, "items64x2": dataclasses.asdict(base)})
         torch.cuda.empty_cache()
     return 0

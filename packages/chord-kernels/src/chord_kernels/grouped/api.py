@@ -87,6 +87,7 @@ rounds, 2.4-2.9 % at 10.2; at 13-23 rounds within +-2 %, which the cut-enabled k
 (0.5-1 % where nothing is cut) can outweigh."""
 
 
+@functools.lru_cache(maxsize=256)
 def blocks_cut(config: WgmmaConfig) -> WgmmaConfig | None:
     """``config`` with a sparse last round's items run as their single routing blocks
     (``tail_blocks``: the same bits, no workspace), or None where it takes none (items of one block,
