@@ -236,10 +236,12 @@ def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
         grouped.contiguous(a, w, c.m_indices, out=out, expected_m=mean)
         outs.append(out)
     plan = grouped.contiguous(a, w, c.m_indices)
+    forced = grouped.contiguous(a, w, c.m_indices, config=grouped.contiguous_config(w, m, mean, "sm_90a"))
     torch.cuda.synchronize()
     ref = reference.grouped_contiguous(a, (packed, scales), c.m_indices)
     assert outs[0][~real].isnan().all(), "padding rows were written"
     assert torch.equal(outs[0][real], plan[real])
+    assert torch.equal(forced[real], plan[real]), "the wide items (the pair may have run the 64 x 2 items)"
     assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
     assert _rel_err(outs[0][real], ref[real]) <= REL_TOL
     fused = grouped.contiguous(a, w, c.m_indices, expected_m=mean, activation="silu")
@@ -256,6 +258,75 @@ def test_contiguous_wide_items_are_the_planned_bits(case: tuple) -> None:
     plan = grouped.contiguous(a, w, c.m_indices)
     torch.cuda.synchronize()
     assert torch.equal(out[real], plan[real])
+
+
+def _rows_of(counts: list[int]) -> torch.Tensor:
+    """m_indices of a contiguous layout with these rows per expert (each expert's segments in order)."""
+    ids = torch.arange(len(counts), device="cuda").repeat_interleave(torch.tensor(counts, device="cuda"))
+    return routing.contiguous_layout(ids.view(-1, 1), len(counts)).m_indices
+
+
+def test_contiguous_pair_runs_the_launch_the_rows_choose() -> None:
+    """Where ``contiguous_config`` offers wide items, ``contiguous`` launches them and the 64 x 2 items
+    and each kernel decides from ``m_indices`` whether it runs: exactly one writes (poisoned outputs),
+    the one ``grouped.wide_items_pay`` predicts — the wide items where many experts hold 129-160 rows,
+    the 64 x 2 items where one hot expert alone passes a segment — and the pair gives the bits of
+    the default plan, also in a captured graph replayed after ``m_indices`` switched between the two
+    layouts of the same row count, with and without the fused SiLU-and-mul."""
+    from chord_kernels.indexed.api import ContiguousRows, run_gemm
+
+    gen = torch.Generator(device="cuda").manual_seed(57)
+    e, n, k, mean = 16, 512, 1056, 125
+    packed, scales = _weights(e, n, k, gen)
+    w = chord_kernels.pack("contiguous", packed, scales, profile="h200_ep8")
+    layouts = {  # both 24 segments of 128 rows
+        "wide": _rows_of([150] * 8 + [100] * 8),  # 8 of 16 experts at 129-160 rows
+        "hot": _rows_of([9 * 128] + [90] * 14 + [0] + [128]),  # one expert past one segment, by 8
+    }
+    m = 24 * 128
+    assert all(rows.numel() == m for rows in layouts.values())
+    wide = grouped.contiguous_config(w, m, mean, "sm_90a")
+    assert wide is not None, "the case must offer the wide items"
+    wide_rows = wide.block_m * wide.items
+    a = torch.randn(m, k, generator=gen, device="cuda").to(torch.bfloat16)
+    for name, rows in layouts.items():
+        assert grouped.wide_items_pay(rows, e, wide_rows) == (name == "wide")
+        real = rows >= 0
+        plan = grouped.contiguous(a, w, rows)
+        for member, config in (("wide", wide), ("hot", None)):
+            out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+            run_gemm(a, w, ContiguousRows(rows, choice_rows=wide_rows, choice_wide=member == "wide"),
+                     block_m=config.block_m if config else 64, top_k=1, out=out, block_rows=True, config=config)
+            torch.cuda.synchronize()
+            if member == name:
+                assert torch.equal(out[real], plan[real]), f"{member} ran on the {name} layout: other bits"
+                assert out[~real].isnan().all(), "padding rows were written"
+            else:
+                assert out.isnan().all(), f"the {member} launch ran on the {name} layout"
+        pair = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        grouped.contiguous(a, w, rows, out=pair, expected_m=mean)
+        torch.cuda.synchronize()
+        assert torch.equal(pair[real], plan[real]) and pair[~real].isnan().all()
+        ref = reference.grouped_contiguous(a, (packed, scales), rows)
+        assert _rel_err(pair[real], ref[real]) <= REL_TOL
+
+    m_indices = layouts["wide"].clone()
+    for activation in (None, "silu"):
+        width = n // 2 if activation else n
+        grouped.prepare(w, expected_m=mean, activation=activation)
+        out = torch.full((m, width), float("nan"), dtype=torch.bfloat16, device="cuda")
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            grouped.contiguous(a, w, m_indices, out=out, expected_m=mean, activation=activation)
+        for name in ("hot", "wide", "hot"):
+            m_indices.copy_(layouts[name])
+            out.fill_(float("nan"))
+            graph.replay()
+            plan = grouped.contiguous(a, w, layouts[name], activation=activation)
+            torch.cuda.synchronize()
+            real = layouts[name] >= 0
+            assert torch.equal(out[real], plan[real]), f"graph replay on the {name} layout ({activation})"
+            assert out[~real].isnan().all()
 
 
 def test_contiguous_names_a_bad_expected_m() -> None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from chord_kernels import reference, routing
+from chord_kernels import grouped, reference, routing
 from chord_kernels.formats import random_quantized
 from chord_kernels.grouped import contiguous_routing, masked_routing
 from chord_kernels.indexed.api import _tma_rows_twin
@@ -107,3 +109,35 @@ def test_masked_routing_refuses_bad_arguments(masked_m, max_m, block_m, match):
 
     with pytest.raises(ChordInputError, match=match):
         masked_routing(masked_m, max_m, block_m)
+
+
+def _layout_rows(counts: list[int]) -> torch.Tensor:
+    ids = torch.arange(len(counts)).repeat_interleave(torch.tensor(counts, dtype=torch.int64))
+    return routing.contiguous_layout(ids.view(-1, 1), len(counts)).m_indices
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 700), min_size=1, max_size=40), st.sampled_from([160, 144, 200]))
+def test_wide_items_pay_counts_each_experts_rows_from_its_segments(counts: list[int], wide_rows: int) -> None:
+    """grouped.wide_items_pay (the rule both kernels of the contiguous mode's pair evaluate) reads
+    each expert's rows from its segments: the experts present, those at 129..wide_rows rows and
+    those past, as counted from the rows per expert directly."""
+    rows = torch.tensor(counts)
+    present, fit, past = int((rows > 0).sum()), int(((rows > 128) & (rows <= wide_rows)).sum()), int((rows > wide_rows).sum())
+    assert grouped.wide_items_pay(_layout_rows(counts), len(counts), wide_rows) == (fit * 5 >= present and fit > past)
+
+
+def test_wide_items_pay_where_many_experts_pass_one_segment_not_for_one_hot_expert() -> None:
+    """The measured cases: Poisson rows around 128-150 per expert take the wide items (sessions 43
+    and 46); one hot expert with 8x the mean, the others below one segment, the 64 x 2 items
+    (session 56: 9-30 % faster there); so do rows past 160 on most experts and an empty layout."""
+    g = torch.Generator().manual_seed(57)
+    poisson = lambda mean, e: torch.poisson(torch.full((e,), float(mean)), generator=g).long().tolist()  # noqa: E731
+    for mean in (128, 135, 150):
+        assert grouped.wide_items_pay(_layout_rows(poisson(mean, 48)), 48, 160)
+    for mean in (105, 185):
+        assert not grouped.wide_items_pay(_layout_rows(poisson(mean, 48)), 48, 160)
+    for e in (12, 48):  # the benchmark's skewed draw: one expert with 8x the mean of 128, the rest share the others
+        rest = (128 * e - 1024) // (e - 1)
+        assert not grouped.wide_items_pay(_layout_rows([1024, *poisson(rest, e - 1)]), e, 160)
+    assert not grouped.wide_items_pay(torch.full((256,), -1, dtype=torch.int32), 4, 160)

@@ -372,7 +372,7 @@ def test_arguments_are_one_field_list() -> None:
     source = prelude()
     positions = [source.index(f"  {f.member()}") for f in ARGS.fields]
     assert positions == sorted(positions)
-    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 17 * 8 + 13 * 4 + 4
+    assert f"sizeof(chord::indexed::Args) == {ARGS.size}" in source and ARGS.size == 17 * 8 + 15 * 4 + 4
     entry = indexed.DecodeConfig(block_m=8).source()
     assert "const int32_t* __restrict__ tiles," in entry and "__nv_bfloat16* out," in entry
     # The tensor map travels as a parameter of its own; the struct holds its address.

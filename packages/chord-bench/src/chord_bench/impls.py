@@ -384,16 +384,21 @@ class ChordGroupedImpl(ChordIndexedImpl):
             return full
 
         return Candidate(label or f"routed contiguously (128-row segments, untimed); grouped contiguous "
-                         f"{self._contiguous_plan(weight, a.shape[0], expected_m, device)}", run, result)
+                         f"{self._contiguous_plan(weight, layout.m_indices, expected_m, device)}", run, result)
 
     @staticmethod
-    def _contiguous_plan(weight: object, m: int, expected_m: int, device: torch.device) -> str:
+    def _contiguous_plan(weight: object, m_indices: torch.Tensor, expected_m: int, device: torch.device) -> str:
         from chord_kernels import grouped, hardware
 
-        arch = hardware.arch(device.index)
-        planned = grouped.contiguous_config(weight, m, expected_m, arch) or grouped.contiguous_tail_config(
-            weight, m, arch, hardware.num_sms(device.index))
-        return f"block_m={grouped.contiguous_block_m(arch)}" if planned is None else describe_config(planned)
+        arch, m = hardware.arch(device.index), m_indices.numel()
+        cut = grouped.contiguous_tail_config(weight, m, arch, hardware.num_sms(device.index))
+        planned = f"block_m={grouped.contiguous_block_m(arch)}" if cut is None else describe_config(cut)
+        wide = grouped.contiguous_config(weight, m, expected_m, arch)
+        if wide is None:
+            return planned
+        if grouped.wide_items_pay(m_indices, weight.num_experts, wide.block_m * wide.items):
+            return f"{describe_config(wide)} (the device's choice over {planned})"
+        return f"{planned} (the device's choice over {describe_config(wide)})"
 
     def candidate(self, problem: GemmProblem, config: object | None = None, label: str | None = None) -> Candidate:
         """The Candidate for ``problem``: the mode's plan, or in the contiguous mode ``config`` (a
@@ -417,7 +422,7 @@ class ChordGroupedImpl(ChordIndexedImpl):
         workspace = indexed.new_workspace(need, device)
         out = torch.zeros(problem.output_rows(), problem.shape.n, dtype=torch.bfloat16, device=device)
         if problem.family == "contiguous":
-            plan = (self._contiguous_plan(weight, problem.a.shape[0], expected_m, device) if config is None
+            plan = (self._contiguous_plan(weight, layout.m_indices, expected_m, device) if config is None
                     else describe_config(config))
 
             def run() -> None:

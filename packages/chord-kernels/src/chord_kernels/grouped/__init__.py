@@ -16,6 +16,7 @@ from chord_kernels.grouped.api import (
     masked_block_m,
     masked_routing,
     prepare,
+    wide_items_pay,
 )
 from chord_kernels.grouped.layout import MODES, GroupedLayout
 from chord_kernels.indexed.api import contiguous_routing
@@ -33,4 +34,5 @@ __all__ = [
     "masked_block_m",
     "masked_routing",
     "prepare",
+    "wide_items_pay",
 ]

@@ -30,6 +30,7 @@ from chord_kernels.indexed.api import (
     Routing,
     check_activation,
     check_weight,
+    launch_plan,
     run_gemm,
 )
 from chord_kernels.indexed.api import prepare as prepare_indexed
@@ -65,18 +66,38 @@ def contiguous_block_m(arch: str) -> int:
 
 
 def contiguous_config(weight: PackedWeight, m: int, expected_m: int | None, arch: str) -> WgmmaConfig | None:
-    """The contiguous mode's configuration where it is not the planner's for
+    """The contiguous mode's wide items where they may run instead of the planner's for
     :func:`contiguous_block_m` (else None): on sm_90a, with more than ``WIDE_MIN_TOK_E`` and at most
     ``WIDE_MAX_TOK_E`` expected real rows per expert (``expected_m``) and some expert past one
     128-row segment (``m`` rows above 128 per expert), the wide items of 16- or 32-row blocks
     (:func:`~chord_kernels.indexed.wgmma.block_rows_wide_config`): one weight pass for an expert of
     up to 160 rows. Both GEMMs of Kimi's EP8 layer level to 7 % faster at 120 rows per expert and
     6-19 % at 128-150, the same bits; slower at 110 (6-15 %), mixed at 115 and
-    160, 6-20 % slower from 170 (docs/optimization.md, sessions 43 and 46)."""
+    160, 6-20 % slower from 170 (docs/optimization.md, sessions 43 and 46); 9-30 % slower where
+    one hot expert alone passes a segment (session 56), so the device decides from the experts'
+    rows (:func:`wide_items_pay`)."""
     if (arch != WGMMA_ARCH or expected_m is None or not WIDE_MIN_TOK_E < expected_m <= WIDE_MAX_TOK_E
             or m <= CONTIGUOUS_ALIGNMENT * weight.num_experts):
         return None
     return block_rows_wide_config(weight.n, weight.k, expected_m)
+
+
+def wide_items_pay(m_indices: torch.Tensor, num_experts: int, wide_rows: int) -> bool:
+    """Whether the contiguous mode's wide items of up to ``wide_rows`` rows run rather than its
+    128-row items, as both launches decide on the device from ``m_indices`` (``routing.cuh``
+    ``wide_items_pay``): where at least a fifth of the experts present hold 129 to ``wide_rows``
+    rows and more experts do than hold more. Computed here for tests and reports (it reads
+    ``m_indices`` back: a host synchronization)."""
+    rows = m_indices.view(-1).cpu()
+    first = torch.arange(0, rows.numel(), CONTIGUOUS_ALIGNMENT)
+    beyond = torch.cat([rows, torch.full((wide_rows + CONTIGUOUS_ALIGNMENT,), -1, dtype=rows.dtype)])
+    expert = rows[first]
+    previous = torch.cat([torch.full((1,), -1, dtype=rows.dtype), expert[:-1]])
+    head = (expert >= 0) & (expert < num_experts) & (expert != previous)
+    more = head & (beyond[first + CONTIGUOUS_ALIGNMENT] == expert)
+    most = more & (beyond[first + wide_rows] == expert)
+    fit, past = int((more & ~most).sum()), int(most.sum())
+    return fit * 5 >= int(head.sum()) and fit > past
 
 
 TAIL_BLOCKS_MAX_ROUNDS = 11
@@ -174,10 +195,13 @@ def contiguous(
     :func:`chord_kernels.indexed.gemm`; where the activation runs as a second step (not fused
     into the kernel), it writes every output row, padding rows with unspecified values.
     ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
-    lets the plan take wider work items where experts pass one segment (:func:`contiguous_config`);
-    without ``activation``, a sparse last round of its items is cut into single blocks where that
-    pays (:func:`contiguous_tail_config`); the result is the same bits either way. ``config`` fixes the configuration instead of the plan's
-    (sweeps; its ``block_m`` must divide 128, so that no routing block spans two experts).
+    lets the plan consider wider work items where experts pass one segment (:func:`contiguous_config`):
+    then both launch, and the kernels run the wide items or the 128-row ones as the experts' rows in
+    ``m_indices`` say (:func:`wide_items_pay`), with no host synchronization. Without
+    ``activation``, a sparse last round of the 128-row items is cut into single blocks where that
+    pays (:func:`contiguous_tail_config`). The result is the same bits either way. ``config`` fixes
+    the configuration instead of the plan's (sweeps; its ``block_m`` must divide 128, so that no
+    routing block spans two experts).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     device = a.device
@@ -197,14 +221,40 @@ def contiguous(
     out = output_tensor(out, (m, _width(weight, activation)), dtype=torch.bfloat16, device=device, contiguous=True)
     if m == 0:
         return out
-    arch = hardware.arch(device.index)
-    if config is None:
-        config = contiguous_config(weight, m, expected_m, arch)
+    arch, num_sms = hardware.arch(device.index), hardware.num_sms(device.index)
+    block_m = contiguous_block_m(arch)
+    wide = contiguous_config(weight, m, expected_m, arch) if config is None else None
     if config is None and activation is None:  # (the fused SiLU-and-mul's cut has not run on a GPU yet)
-        config = contiguous_tail_config(weight, m, arch, hardware.num_sms(device.index))
-    block_m = config.block_m if config is not None else contiguous_block_m(arch)
-    return run_gemm(a, weight, ContiguousRows(m_indices), block_m=block_m, top_k=1,
-                    out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
+        config = contiguous_tail_config(weight, m, arch, num_sms)
+    if wide is not None and not _decide_in_kernel(weight, m, (config, wide), arch, num_sms, activation):
+        config, wide = wide, None
+    if wide is None:
+        return run_gemm(a, weight, ContiguousRows(m_indices), block_m=config.block_m if config else block_m, top_k=1,
+                        out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
+    # The per-expert rows that decide between the wide items and the 128-row ones are on the device:
+    # both launch, and each kernel computes whether it is the one to run.
+    for launched in (config, wide):
+        run_gemm(a, weight, ContiguousRows(m_indices, choice_rows=wide.block_m * wide.items,
+                                           choice_wide=launched is wide),
+                 block_m=launched.block_m if launched else block_m, top_k=1, out=out, workspace=workspace,
+                 activation=activation, block_rows=True, config=launched)
+    return out
+
+
+def _decide_in_kernel(weight: PackedWeight, m: int, configs: tuple[WgmmaConfig | None, WgmmaConfig], arch: str,
+                      num_sms: int, activation: str | None) -> bool:
+    """Whether each of the contiguous mode's pair of launches (None: the planner's) can decide in its
+    kernel: the kernel reads the rows itself and fuses any activation (a second step would also run
+    on the output of the launch that declined)."""
+    for config in configs:
+        block_m = config.block_m if config else contiguous_block_m(arch)
+        launched = launch_plan(weight, block_m, m // block_m, num_sms, arch, config=config,
+                               tok_e=None if config else m / weight.num_experts, activation=activation,
+                               block_rows=True).config
+        if not (isinstance(launched, WgmmaConfig) and launched.reads_contiguous_rows
+                and (activation is None or launched.silu_mul)):
+            return False
+    return True
 
 
 def _check_expected_m(expected_m: object, *, optional: bool = False) -> None:

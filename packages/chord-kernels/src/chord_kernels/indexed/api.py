@@ -131,9 +131,15 @@ class ContiguousRows:
     rows and that no routing block spans (``routing.contiguous_layout``'s layout, DeepGEMM's). A
     block's expert is its first row's — the blocks :func:`contiguous_routing` builds, without
     launching anything, in the kernels that read them (``WgmmaConfig.reads_contiguous_rows`` and the
-    decode kernel; :func:`run_gemm` hands the others those routing tensors)."""
+    decode kernel; :func:`run_gemm` hands the others those routing tensors). ``choice_rows`` > 0:
+    the launch is one of a pair (:func:`chord_kernels.grouped.contiguous`) and runs only where
+    wide items of that many rows pay (``choice_wide``) or only where they do not, as the kernel
+    decides from ``m_indices`` (``routing.cuh`` ``wide_items_pay``); kernels that read the rows
+    themselves only."""
 
     m_indices: torch.Tensor  # int32 [m], m a multiple of block_m, contiguous, on a's device
+    choice_rows: int = 0
+    choice_wide: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -160,6 +166,7 @@ def contiguous_routing(m_indices: torch.Tensor, block_m: int) -> Routing:
 
 
 _NO_ROUTING_TENSORS = {"sorted_token_ids": None, "expert_ids": None, "num_tokens_post_padded": None}
+_NO_CONTIGUOUS_ROWS = {"m_indices": None, "choice_rows": 0, "choice_wide": 0}
 
 
 def _routing_args(route: Routing | MaskedRows | ContiguousRows, block_m: int, num_experts: int,
@@ -171,7 +178,8 @@ def _routing_args(route: Routing | MaskedRows | ContiguousRows, block_m: int, nu
             raise ChordInputError(f"m_indices: expected a multiple of block_m={block_m} rows, "
                                   f"got {route.m_indices.numel()}")
         return ({**_NO_ROUTING_TENSORS, "masked_m": None, "max_m": 0, "group_blocks": 0,
-                 "m_indices": route.m_indices}, route.m_indices.numel() // block_m)
+                 "m_indices": route.m_indices, "choice_rows": route.choice_rows,
+                 "choice_wide": int(route.choice_wide)}, route.m_indices.numel() // block_m)
     if isinstance(route, MaskedRows):
         if isinstance(route.max_m, bool) or not isinstance(route.max_m, int) or route.max_m < 0:
             raise ChordInputError(f"max_m: expected a non-negative integer, got {route.max_m!r}")
@@ -179,7 +187,7 @@ def _routing_args(route: Routing | MaskedRows | ContiguousRows, block_m: int, nu
                        contiguous=True)
         group_blocks = -(-route.max_m // block_m)
         return ({**_NO_ROUTING_TENSORS, "masked_m": route.masked_m, "max_m": route.max_m,
-                 "group_blocks": group_blocks, "m_indices": None}, num_experts * group_blocks)
+                 "group_blocks": group_blocks, **_NO_CONTIGUOUS_ROWS}, num_experts * group_blocks)
     sorted_token_ids, expert_ids, num_tokens_post_padded = route
     require_tensor("sorted_token_ids", sorted_token_ids, dtype=torch.int32, ndim=1, device=device,
                    contiguous=True)
@@ -188,7 +196,7 @@ def _routing_args(route: Routing | MaskedRows | ContiguousRows, block_m: int, nu
                    device=device)
     return ({"sorted_token_ids": sorted_token_ids, "expert_ids": expert_ids,
              "num_tokens_post_padded": num_tokens_post_padded, "masked_m": None, "max_m": 0, "group_blocks": 0,
-             "m_indices": None},
+             **_NO_CONTIGUOUS_ROWS},
             routing_capacity(sorted_token_ids, expert_ids, block_m))
 
 
@@ -481,8 +489,13 @@ def run_gemm(
     target = out  # what the kernel writes
     if activation and not launch.config.silu_mul:  # the decode kernel's other tiles, or gate/up halves
         target = torch.empty(out_rows, weight.n, dtype=torch.bfloat16, device=device)  # not in whole tiles
+    reads_rows = isinstance(launch.config, WgmmaConfig) and launch.config.reads_contiguous_rows
+    if isinstance(route, ContiguousRows) and route.choice_rows and (not reads_rows or target is not out):
+        raise ChordInputError(f"m_indices: a launch of a pair decides in the kernel whether it runs; expected a "
+                              f"configuration that reads the contiguous rows itself (and fuses any activation), "
+                              f"got {launch.config}")
     if (isinstance(route, ContiguousRows) and isinstance(launch.config, WgmmaConfig)
-            and not launch.config.reads_contiguous_rows):  # compiled without it: the routing as tensors
+            and not reads_rows):  # compiled without it: the routing as tensors
         routing_args, _ = _routing_args(contiguous_routing(route.m_indices, block_m), block_m, weight.num_experts,
                                         device)
     a_rows = rows_descriptor(a, block_m) if isinstance(launch.config, WgmmaConfig) and launch.config.tma_rows else None

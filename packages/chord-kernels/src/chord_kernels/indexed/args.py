@@ -37,6 +37,10 @@ ARGS = ArgStruct("Args", "chord::indexed", [
           "[num_blocks * block_m] expert of each row of a, -1 padding: the grouped contiguous mode's routing "
           "(routing.cuh), with sorted_token_ids, expert_ids, num_tokens_post_padded and masked_m null; else null",
           restrict=True),
+    Field("choice_rows", "int",
+          "contiguous mode, one of a pair of launches: > 0, the kernel runs only where wide items of this many rows "
+          "pay as routing.cuh wide_items_pay decides (choice_wide 1) or only where they do not (0); 0: it runs"),
+    Field("choice_wide", "int", "see choice_rows"),
     Field("topk_weights", "const float*", "[num_slots] or null", restrict=True),
     Field("counters", "int32_t*", "workspace: schedule counters, zero before and after each launch"),
     Field("partials", "float*", "workspace: split-K partial sums (scratch)"),

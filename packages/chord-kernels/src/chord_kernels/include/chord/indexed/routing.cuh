@@ -67,4 +67,33 @@ __device__ __forceinline__ int block_first_row(const Args& args, int b, int bloc
   return g * args.max_m + (b - g * args.group_blocks) * block_m;
 }
 
+// The grouped contiguous mode's choice between its two launches of one GEMM (grouped.contiguous):
+// wide items of up to `wide_rows` rows of one expert pay where at least a fifth of the experts
+// present hold 129..wide_rows rows (one weight pass where 128-row items take two) and more experts
+// do than hold more (whose rest past a wide item runs narrow). An expert's rows are the first of its
+// 128-row segments, so a row at offset j from its first segment is of that expert iff the expert
+// holds more than j rows. Every CTA of both launches computes it from m_indices alone, so exactly
+// one runs; all threads of the CTA call it.
+template <int kThreads>
+__device__ __forceinline__ bool wide_items_pay(const Args& args, int m, int wide_rows) {
+  const int segments = m / 128;
+  int present = 0, fit = 0, past = 0;
+  for (int base = 0; base < segments; base += kThreads) {
+    const int s = base + static_cast<int>(threadIdx.x);
+    bool head = false, more = false, most = false;
+    if (s < segments) {
+      const int64_t first = static_cast<int64_t>(s) * 128;
+      const int expert = __ldg(args.m_indices + first);
+      head = static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts) &&
+             (s == 0 || __ldg(args.m_indices + first - 128) != expert);
+      more = head && first + 128 < m && __ldg(args.m_indices + first + 128) == expert;
+      most = more && first + wide_rows < m && __ldg(args.m_indices + first + wide_rows) == expert;
+    }
+    present += __syncthreads_count(head);
+    fit += __syncthreads_count(more && !most);
+    past += __syncthreads_count(most);
+  }
+  return fit * 5 >= present && fit > past;
+}
+
 }  // namespace chord::indexed

@@ -1229,6 +1229,13 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, Cfg::kBM, list, scratch) : 0;
   const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
+  if constexpr (Cfg::kContiguousRows) {
+    // One of a pair of launches (grouped.contiguous): the other runs where this one does not.
+    if (args.choice_rows > 0 &&
+        wide_items_pay<Cfg::kThreads>(args, args.num_blocks * Cfg::kBM, args.choice_rows) != (args.choice_wide != 0)) {
+      return;
+    }
+  }
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
   const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
