@@ -8,7 +8,8 @@ reference's bound), then timed in interleaved rounds (three passes, the order re
 
 The EP8 indexed scenarios are routed contiguously first (``routing.contiguous_layout``), as
 chord-bench's chord-grouped does. Prints a line per GEMM (the experts at 129-160 rows and past, the
-launch the rule picks, µs of the pair and of each launch alone) and writes ``contiguous_pair_ab.json``
+launch the rule picks, µs of the pair and the change of: the pair in plain stream order, the wide
+items alone, the 64 x 2 items alone, and µs of each of the pair's launches alone, one running, one declining) and writes ``contiguous_pair_ab.json``
 to ``--out``.
 """
 
@@ -41,6 +42,7 @@ def main() -> int:
     from chord_bench.problems import WeightCache, scenario_problems
     from chord_bench.timing import interleaved
     from chord_kernels import grouped, hardware, indexed, reference, routing
+    from chord_kernels.indexed.api import ContiguousRows, run_gemm
 
     arch = hardware.arch(torch.cuda.current_device())
     impl = ChordGroupedImpl()
@@ -66,25 +68,44 @@ def main() -> int:
                         continue
                     grouped.prepare(w, expected_m=expected_m)
                     workspace = indexed.new_workspace(indexed.max_workspace_bytes(w, device=a.device), a.device)
+                    wide_rows = wide.block_m * wide.items
+                    items = grouped.contiguous_tail_config(w, m, arch, hardware.num_sms(a.device.index))
+                    members = ((items, False), (wide, True))  # (config, runs where the wide items pay)
                     outs = {t: torch.full((m, w.n), float("nan"), dtype=torch.bfloat16, device=a.device)
-                            for t in ("pair", "wide", "items")}
-                    kwargs = {"pair": {"expected_m": expected_m}, "wide": {"config": wide}, "items": {}}
+                            for t in ("pair", "pair_plain", "wide", "items", "first_alone", "second_alone")}
 
-                    def launch(t: str, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs, _kw=kwargs) -> None:
-                        grouped.contiguous(_a, _w, _mi, out=_outs[t], workspace=_ws, **_kw[t])
+                    def member(t: str, which: tuple, second: bool, _a=a, _w=w, _mi=m_indices, _ws=workspace,
+                               _outs=outs, _rows=wide_rows) -> None:
+                        config, wide_items = which
+                        route = ContiguousRows(_mi, choice_rows=_rows, choice_wide=wide_items, second=second)
+                        run_gemm(_a, _w, route, block_m=config.block_m if config else 64, top_k=1, out=_outs[t],
+                                 workspace=_ws, block_rows=True, config=config)
+
+                    def launch(t: str, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs, _em=expected_m,
+                               _wide=wide, _members=members) -> None:
+                        if t == "pair_plain":  # the pair without the programmatic dependent launch
+                            member(t, _members[0], False)
+                            member(t, _members[1], False)
+                        elif t in ("first_alone", "second_alone"):  # one of the pair, which runs or declines
+                            member(t, _members[t == "second_alone"], False)
+                        else:
+                            kwargs = {"pair": {"expected_m": _em}, "wide": {"config": _wide}, "items": {}}[t]
+                            grouped.contiguous(_a, _w, _mi, out=_outs[t], workspace=_ws, **kwargs)
 
                     for t in outs:
                         launch(t)
                     real = m_indices >= 0
                     ref = reference.grouped_contiguous(a, (p.weight.packed, p.weight.scales), m_indices)
                     err = ((outs["pair"][real].float() - ref[real].float()).norm() / ref[real].float().norm()).item()
-                    same = all(torch.equal(outs[t][real], outs["pair"][real]) for t in outs)
+                    pays = grouped.wide_items_pay(m_indices, w.num_experts, wide_rows)
+                    ran = "second_alone" if pays else "first_alone"
+                    same = all(torch.equal(outs[t][real], outs["pair"][real])
+                               for t in ("pair_plain", "wide", "items", ran))
                     untouched = bool(outs["pair"][~real].isnan().all())
+                    declined = bool(outs["first_alone" if pays else "second_alone"].isnan().all())
                     counts = torch.bincount(m_indices[real].long(), minlength=w.num_experts)
-                    wide_rows = wide.block_m * wide.items
                     fit = int(((counts > 128) & (counts <= wide_rows)).sum())
                     past, present = int((counts > wide_rows).sum()), int((counts > 0).sum())
-                    pays = grouped.wide_items_pay(m_indices, w.num_experts, wide_rows)
                     runs = []
                     for rep in range(3):
                         order = list(outs) if rep % 2 == 0 else list(outs)[::-1]
@@ -93,14 +114,15 @@ def main() -> int:
                     row = {"scenario": sid, "draw": draw, "seed": seed, "proj": p.name, "m": m,
                            "expected_m": expected_m, "present": present, "fit": fit, "past": past,
                            "wide_pays": pays, "rel_err": err, "same_bits": same, "padding_untouched": untouched,
-                           "us": runs}
+                           "other_declined": declined, "us": runs}
                     rows_out.append(row)
-                    ok = "ok" if same and untouched and err <= 5e-3 else "WRONG"
+                    ok = "ok" if same and untouched and declined and err <= 5e-3 else "WRONG"
                     log(f"{sid:15s} {draw:7s} seed {seed} {p.name:7s} experts {present:3d}: {fit:3d} at 129-"
                         f"{wide_rows}, {past:3d} past -> {'wide' if pays else '64x2'} | pair "
                         + " ".join(f"{r['pair']:7.1f}" for r in runs)
                         + "".join(f" | {t} " + " ".join(f"{r[t] / r['pair'] - 1:+.1%}" for r in runs)
-                                  for t in ("wide", "items"))
+                                  for t in ("pair_plain", "wide", "items"))
+                        + " | alone 1st/2nd " + " ".join(f"{r['first_alone']:.1f}/{r['second_alone']:.1f}" for r in runs)
                         + f" | {ok} (err {err:.1e})")
                     args.out.mkdir(parents=True, exist_ok=True)
                     (args.out / "contiguous_pair_ab.json").write_text(json.dumps(rows_out, indent=1))

@@ -201,7 +201,7 @@ def test_contiguous_mode_cuts_a_sparse_last_round_into_blocks() -> None:
     """grouped.contiguous_tail_config: the 64 x 2 plan with its last round's items cut into single
     blocks exactly where the host's tail_cut says that round is sparse and the launch is at most
     TAIL_BLOCKS_MAX_ROUNDS rounds (one item per 128-row segment and N tile), on sm_90a only; the
-    precompile hook holds the cut kernels (without an activation: contiguous() cuts only there)."""
+    precompile hook holds the cut kernels, gate_up's with the fused SiLU-and-mul too."""
     from chord_kernels.grouped.api import TAIL_BLOCKS_MAX_ROUNDS, blocks_cut
 
     cases = 0
@@ -234,7 +234,8 @@ def test_contiguous_mode_cuts_a_sparse_last_round_into_blocks() -> None:
     sources = {kk.source for kk in grouped.kernels("sm_90a")}
     for n, k in KIMI[:2]:
         cut = dataclasses.replace(blocks_cut(_plan(n, k, 64, 100).config), tma_rows=True)
-        assert all(t.kernel().source in sources for t in (cut, dataclasses.replace(cut, subnormal=True)))
+        twins = (cut, *((dataclasses.replace(cut, silu_mul=True),) if (n, k) == KIMI[0] else ()))
+        assert all(t.kernel().source in sources for c in twins for t in (c, dataclasses.replace(c, subnormal=True)))
 
 
 def test_weights_with_small_scales_plan_the_one_fma_form() -> None:

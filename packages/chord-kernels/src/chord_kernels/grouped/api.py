@@ -197,9 +197,8 @@ def contiguous(
     ``expected_m`` (optional, a host int: the mean real rows per expert, which the dispatch knows)
     lets the plan consider wider work items where experts pass one segment (:func:`contiguous_config`):
     then both launch, and the kernels run the wide items or the 128-row ones as the experts' rows in
-    ``m_indices`` say (:func:`wide_items_pay`), with no host synchronization. Without
-    ``activation``, a sparse last round of the 128-row items is cut into single blocks where that
-    pays (:func:`contiguous_tail_config`). The result is the same bits either way. ``config`` fixes
+    ``m_indices`` say (:func:`wide_items_pay`), with no host synchronization. A sparse last round
+    of the 128-row items is cut into single blocks where that pays (:func:`contiguous_tail_config`). The result is the same bits either way. ``config`` fixes
     the configuration instead of the plan's (sweeps; its ``block_m`` must divide 128, so that no
     routing block spans two experts).
     """
@@ -224,7 +223,7 @@ def contiguous(
     arch, num_sms = hardware.arch(device.index), hardware.num_sms(device.index)
     block_m = contiguous_block_m(arch)
     wide = contiguous_config(weight, m, expected_m, arch) if config is None else None
-    if config is None and activation is None:  # (the fused SiLU-and-mul's cut has not run on a GPU yet)
+    if config is None:
         config = contiguous_tail_config(weight, m, arch, num_sms)
     if wide is not None and not _decide_in_kernel(weight, m, (config, wide), arch, num_sms, activation):
         config, wide = wide, None
@@ -232,10 +231,11 @@ def contiguous(
         return run_gemm(a, weight, ContiguousRows(m_indices), block_m=config.block_m if config else block_m, top_k=1,
                         out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
     # The per-expert rows that decide between the wide items and the 128-row ones are on the device:
-    # both launch, and each kernel computes whether it is the one to run.
+    # both launch, and each kernel computes whether it is the one to run; the second's CTAs take
+    # the SMs the first's leave (a programmatic dependent launch).
     for launched in (config, wide):
         run_gemm(a, weight, ContiguousRows(m_indices, choice_rows=wide.block_m * wide.items,
-                                           choice_wide=launched is wide),
+                                           choice_wide=launched is wide, second=launched is wide),
                  block_m=launched.block_m if launched else block_m, top_k=1, out=out, workspace=workspace,
                  activation=activation, block_rows=True, config=launched)
     return out
@@ -334,11 +334,11 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
     arch = hardware.arch(dev.index)
     block_m = contiguous_block_m(arch)
     prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True)
-    # contiguous() without an activation cuts its items' sparse last round into blocks at some m.
-    for planned in configs_for(weight.n, weight.k, block_m, arch) if activation is None else ():
+    # contiguous() cuts its items' sparse last round into blocks at some m.
+    for planned in configs_for(weight.n, weight.k, block_m, arch):
         cut = blocks_cut(planned) if isinstance(planned, WgmmaConfig) else None
         if cut is not None:
-            prepare_indexed(weight, block_m, dev, block_rows=True, config=cut)
+            prepare_indexed(weight, block_m, dev, activation=activation, block_rows=True, config=cut)
     # contiguous() takes the wide items where some expert passes one segment: m is not known here.
     past_one_segment = CONTIGUOUS_ALIGNMENT * (weight.num_experts + 1)
     wide = contiguous_config(weight, past_one_segment, expected_m, arch)
@@ -364,8 +364,10 @@ def kernels(arch: str) -> list[CudaKernel]:
                 if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
                 cut = blocks_cut(cfg) if block_m == contiguous_block_m(arch) else None
-                if cut is not None:  # (without an activation only)
+                if cut is not None:
                     found[cut] = None
+                    if (n, k) in KIMI_GATE_UP and cut.fits_silu_mul(n):
+                        found[dataclasses.replace(cut, silu_mul=True)] = None
     if wgmma:
         for n, k in KIMI_SHAPES:
             for cfg in block_rows_wide_configs(n, k):

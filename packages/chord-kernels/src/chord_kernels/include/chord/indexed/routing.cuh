@@ -73,7 +73,7 @@ __device__ __forceinline__ int block_first_row(const Args& args, int b, int bloc
 // do than hold more (whose rest past a wide item runs narrow). An expert's rows are the first of its
 // 128-row segments, so a row at offset j from its first segment is of that expert iff the expert
 // holds more than j rows. Every CTA of both launches computes it from m_indices alone, so exactly
-// one runs; all threads of the CTA call it.
+// one runs; all threads of the CTA call it. Each thread's four loads are independent: one round trip.
 template <int kThreads>
 __device__ __forceinline__ bool wide_items_pay(const Args& args, int m, int wide_rows) {
   const int segments = m / 128;
@@ -84,10 +84,12 @@ __device__ __forceinline__ bool wide_items_pay(const Args& args, int m, int wide
     if (s < segments) {
       const int64_t first = static_cast<int64_t>(s) * 128;
       const int expert = __ldg(args.m_indices + first);
-      head = static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts) &&
-             (s == 0 || __ldg(args.m_indices + first - 128) != expert);
-      more = head && first + 128 < m && __ldg(args.m_indices + first + 128) == expert;
-      most = more && first + wide_rows < m && __ldg(args.m_indices + first + wide_rows) == expert;
+      const int previous = s > 0 ? __ldg(args.m_indices + first - 128) : -1;
+      const int next = first + 128 < m ? __ldg(args.m_indices + first + 128) : -1;
+      const int beyond = first + wide_rows < m ? __ldg(args.m_indices + first + wide_rows) : -1;
+      head = static_cast<unsigned>(expert) < static_cast<unsigned>(args.num_experts) && previous != expert;
+      more = head && next == expert;
+      most = more && beyond == expert;
     }
     present += __syncthreads_count(head);
     fit += __syncthreads_count(more && !most);
