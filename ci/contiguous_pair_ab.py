@@ -8,8 +8,8 @@ reference's bound), then timed in interleaved rounds (three passes, the order re
 
 The EP8 indexed scenarios are routed contiguously first (``routing.contiguous_layout``), as
 chord-bench's chord-grouped does. Prints a line per GEMM (the experts at 129-160 rows and past, the
-launch the rule picks, µs of the pair and the change of: the pair in plain stream order, the wide
-items alone, the 64 x 2 items alone, and µs of each of the pair's launches alone, one running, one declining) and writes ``contiguous_pair_ab.json``
+launch the rule picks, µs of the pair and the change of the wide items alone and of the 64 x 2 items
+alone, and µs of each of the pair's launches alone, one running, one declining) and writes ``contiguous_pair_ab.json``
 to ``--out``.
 """
 
@@ -72,22 +72,19 @@ def main() -> int:
                     items = grouped.contiguous_tail_config(w, m, arch, hardware.num_sms(a.device.index))
                     members = ((items, False), (wide, True))  # (config, runs where the wide items pay)
                     outs = {t: torch.full((m, w.n), float("nan"), dtype=torch.bfloat16, device=a.device)
-                            for t in ("pair", "pair_plain", "wide", "items", "first_alone", "second_alone")}
+                            for t in ("pair", "wide", "items", "first_alone", "second_alone")}
 
-                    def member(t: str, which: tuple, second: bool, _a=a, _w=w, _mi=m_indices, _ws=workspace,
-                               _outs=outs, _rows=wide_rows) -> None:
+                    def member(t: str, which: tuple, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs,
+                               _rows=wide_rows) -> None:
                         config, wide_items = which
-                        route = ContiguousRows(_mi, choice_rows=_rows, choice_wide=wide_items, second=second)
+                        route = ContiguousRows(_mi, choice_rows=_rows, choice_wide=wide_items)
                         run_gemm(_a, _w, route, block_m=config.block_m if config else 64, top_k=1, out=_outs[t],
                                  workspace=_ws, block_rows=True, config=config)
 
                     def launch(t: str, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs, _em=expected_m,
                                _wide=wide, _members=members) -> None:
-                        if t == "pair_plain":  # the pair without the programmatic dependent launch
-                            member(t, _members[0], False)
-                            member(t, _members[1], False)
-                        elif t in ("first_alone", "second_alone"):  # one of the pair, which runs or declines
-                            member(t, _members[t == "second_alone"], False)
+                        if t in ("first_alone", "second_alone"):  # one of the pair, which runs or declines
+                            member(t, _members[t == "second_alone"])
                         else:
                             kwargs = {"pair": {"expected_m": _em}, "wide": {"config": _wide}, "items": {}}[t]
                             grouped.contiguous(_a, _w, _mi, out=_outs[t], workspace=_ws, **kwargs)
@@ -100,7 +97,7 @@ def main() -> int:
                     pays = grouped.wide_items_pay(m_indices, w.num_experts, wide_rows)
                     ran = "second_alone" if pays else "first_alone"
                     same = all(torch.equal(outs[t][real], outs["pair"][real])
-                               for t in ("pair_plain", "wide", "items", ran))
+                               for t in ("wide", "items", ran))
                     untouched = bool(outs["pair"][~real].isnan().all())
                     declined = bool(outs["first_alone" if pays else "second_alone"].isnan().all())
                     counts = torch.bincount(m_indices[real].long(), minlength=w.num_experts)
@@ -121,7 +118,7 @@ def main() -> int:
                         f"{wide_rows}, {past:3d} past -> {'wide' if pays else '64x2'} | pair "
                         + " ".join(f"{r['pair']:7.1f}" for r in runs)
                         + "".join(f" | {t} " + " ".join(f"{r[t] / r['pair'] - 1:+.1%}" for r in runs)
-                                  for t in ("pair_plain", "wide", "items"))
+                                  for t in ("wide", "items"))
                         + " | alone 1st/2nd " + " ".join(f"{r['first_alone']:.1f}/{r['second_alone']:.1f}" for r in runs)
                         + f" | {ok} (err {err:.1e})")
                     args.out.mkdir(parents=True, exist_ok=True)

@@ -231,11 +231,10 @@ def contiguous(
         return run_gemm(a, weight, ContiguousRows(m_indices), block_m=config.block_m if config else block_m, top_k=1,
                         out=out, workspace=workspace, activation=activation, block_rows=True, config=config)
     # The per-expert rows that decide between the wide items and the 128-row ones are on the device:
-    # both launch, and each kernel computes whether it is the one to run; the second's CTAs take
-    # the SMs the first's leave (a programmatic dependent launch).
+    # both launch, and each kernel computes whether it is the one to run.
     for launched in (config, wide):
         run_gemm(a, weight, ContiguousRows(m_indices, choice_rows=wide.block_m * wide.items,
-                                           choice_wide=launched is wide, second=launched is wide),
+                                           choice_wide=launched is wide),
                  block_m=launched.block_m if launched else block_m, top_k=1, out=out, workspace=workspace,
                  activation=activation, block_rows=True, config=launched)
     return out

@@ -135,13 +135,11 @@ class ContiguousRows:
     the launch is one of a pair (:func:`chord_kernels.grouped.contiguous`) and runs only where
     wide items of that many rows pay (``choice_wide``) or only where they do not, as the kernel
     decides from ``m_indices`` (``routing.cuh`` ``wide_items_pay``); kernels that read the rows
-    themselves only. ``second``: the pair's second launch, a programmatic dependent launch (its
-    CTAs take the SMs the first's leave; neither reads what the other writes)."""
+    themselves only."""
 
     m_indices: torch.Tensor  # int32 [m], m a multiple of block_m, contiguous, on a's device
     choice_rows: int = 0
     choice_wide: bool = False
-    second: bool = False
 
 
 @functools.lru_cache(maxsize=64)
@@ -516,7 +514,7 @@ def run_gemm(
         num_blocks=capacity, list_cap=launch.list_cap, zero_nonlocal=int(zero_nonlocal),
         out_position=int(out_position), **reduce,
     )
-    launch.launch(args, device, stream, dependent=isinstance(route, ContiguousRows) and route.second)
+    launch.launch(args, device, stream)
     if topk_sum is not None and not in_epilogue:
         topk_sum.sum_rows(out, weight.num_experts, zeroed=zero_nonlocal)
     return out if target is out else silu_and_mul(target, out=out)

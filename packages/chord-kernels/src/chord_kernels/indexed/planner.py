@@ -92,12 +92,10 @@ class LaunchPlan:
         """Bytes of workspace this launch needs (0: none)."""
         return self.workspace.nbytes
 
-    def launch(self, args: object, device: torch.device, stream: torch.cuda.Stream, *,
-               dependent: bool = False) -> None:
-        """Launch the planned kernel with its packed argument struct (``indexed.args.ARGS``);
-        ``dependent``: a programmatic dependent launch (``jit.driver.launch``)."""
+    def launch(self, args: object, device: torch.device, stream: torch.cuda.Stream) -> None:
+        """Launch the planned kernel with its packed argument struct (``indexed.args.ARGS``)."""
         self.config.kernel().launch((self.grid,), (self.threads,), (args,), smem=self.smem,
-                                    stream=stream, device=device, dependent=dependent)
+                                    stream=stream, device=device)
 
 
 def routing_capacity(sorted_token_ids: torch.Tensor, expert_ids: torch.Tensor, block_m: int) -> int:

@@ -81,15 +81,6 @@ def set_dynamic_smem(function: Any, smem: int) -> None:
     check(drv.cuFuncSetAttribute(function, attr, smem), "cuFuncSetAttribute(max dynamic smem)")
 
 
-@functools.cache
-def _dependent_launch_attrs() -> Any:
-    drv = _driver()
-    attr = drv.CUlaunchAttribute()
-    attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-    attr.value.programmaticStreamSerializationAllowed = 1
-    return [attr]
-
-
 def launch(
     function: Any,
     grid: tuple[int, int, int],
@@ -97,25 +88,11 @@ def launch(
     params: list[int],
     smem: int,
     stream: torch.cuda.Stream,
-    dependent: bool = False,
 ) -> None:
     """``cuLaunchKernel`` with a ``void**`` of the parameter values' addresses (the caller keeps
-    the values alive for the call). ``dependent`` (sm_90 and newer): a programmatic dependent
-    launch, whose CTAs may start while the previous kernel in the stream runs, once that one has
-    executed ``griddepcontrol.launch_dependents`` (or ended): for a kernel that reads nothing the
-    previous one writes and writes nothing it reads."""
+    the values alive for the call)."""
     drv = _driver()
     pointers = (ctypes.c_void_p * len(params))(*params)
-    if dependent:
-        config = drv.CUlaunchConfig()
-        config.gridDimX, config.gridDimY, config.gridDimZ = grid
-        config.blockDimX, config.blockDimY, config.blockDimZ = block
-        config.sharedMemBytes = smem
-        config.hStream = drv.CUstream(stream.cuda_stream)
-        config.attrs = _dependent_launch_attrs()
-        config.numAttrs = 1
-        check(drv.cuLaunchKernelEx(config, function, ctypes.addressof(pointers), 0), "cuLaunchKernelEx")
-        return
     check(
         drv.cuLaunchKernel(
             function, *grid, *block, smem, drv.CUstream(stream.cuda_stream),

@@ -146,12 +146,10 @@ class CudaKernel:
         smem: int = 0,
         stream: torch.cuda.Stream | None = None,
         device: torch.device | None = None,
-        dependent: bool = False,
     ) -> None:
         """Launch on ``stream`` (default: torch's current stream of the device). ``device``
         defaults to that of the first tensor argument (give it when the arguments are a struct,
-        whose pointers :meth:`~chord_kernels.jit.args.ArgStruct.pack` checked already).
-        ``dependent``: a programmatic dependent launch (:func:`chord_kernels.jit.driver.launch`)."""
+        whose pointers :meth:`~chord_kernels.jit.args.ArgStruct.pack` checked already)."""
         from chord_kernels.jit import driver
 
         args = list(args)
@@ -185,7 +183,7 @@ class CudaKernel:
         if smem > 48 * 1024:
             self._allow_smem(fn, dev, smem)
         driver.launch(fn, _dims("grid", grid), _dims("block", block), params, smem,
-                      stream or torch.cuda.current_stream(dev), dependent=dependent)
+                      stream or torch.cuda.current_stream(dev))
 
 
 def _as_device(device: torch.device | str | int | None) -> torch.device:

@@ -1230,14 +1230,11 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
   if constexpr (Cfg::kContiguousRows) {
-    // One of a pair of launches (grouped.contiguous): the other runs where this one does not. The
-    // first lets the second (a programmatic dependent launch, which reads nothing it writes) start
-    // on the SMs its CTAs leave.
-    if (args.choice_rows > 0) {
-      asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-      if (wide_items_pay<Cfg::kThreads>(args, args.num_blocks * Cfg::kBM, args.choice_rows) != (args.choice_wide != 0)) {
-        return;
-      }
+    // One of a pair of launches (grouped.contiguous): the other runs where this one does not.
+    // (Here, after the item list: returning before it made ptxas spill in the wide items' kernels.)
+    if (args.choice_rows > 0 &&
+        wide_items_pay<Cfg::kThreads>(args, args.num_blocks * Cfg::kBM, args.choice_rows) != (args.choice_wide != 0)) {
+      return;
     }
   }
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
