@@ -9,8 +9,9 @@ reference's bound), then timed in interleaved rounds (three passes, the order re
 The EP8 indexed scenarios are routed contiguously first (``routing.contiguous_layout``), as
 chord-bench's chord-grouped does. Prints a line per GEMM (the experts at 129-160 rows and past, the
 launch the rule picks, µs of the pair and the change of the wide items alone and of the 64 x 2 items
-alone, and µs of each of the pair's launches alone, one running, one declining) and writes ``contiguous_pair_ab.json``
-to ``--out``.
+alone, and µs of each of the pair's launches alone, one running, one declining; then the pair's launches in the
+other order, and the chosen configuration alone followed by a one-CTA kernel, each against the chosen
+configuration alone: what a second launch costs) and writes ``contiguous_pair_ab.json`` to ``--out``.
 """
 
 from __future__ import annotations
@@ -72,7 +73,10 @@ def main() -> int:
                     items = grouped.contiguous_tail_config(w, m, arch, hardware.num_sms(a.device.index))
                     members = ((items, False), (wide, True))  # (config, runs where the wide items pay)
                     outs = {t: torch.full((m, w.n), float("nan"), dtype=torch.bfloat16, device=a.device)
-                            for t in ("pair", "wide", "items", "first_alone", "second_alone")}
+                            for t in ("pair", "wide", "items", "first_alone", "second_alone", "reversed",
+                                      "chosen_tiny")}
+                    pays = grouped.wide_items_pay(m_indices, w.num_experts, wide_rows)
+                    tiny = torch.zeros(1, device=a.device)
 
                     def member(t: str, which: tuple, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs,
                                _rows=wide_rows) -> None:
@@ -82,9 +86,16 @@ def main() -> int:
                                  workspace=_ws, block_rows=True, config=config)
 
                     def launch(t: str, _a=a, _w=w, _mi=m_indices, _ws=workspace, _outs=outs, _em=expected_m,
-                               _wide=wide, _members=members) -> None:
+                               _wide=wide, _members=members, _pays=pays, _tiny=tiny) -> None:
                         if t in ("first_alone", "second_alone"):  # one of the pair, which runs or declines
                             member(t, _members[t == "second_alone"])
+                        elif t == "reversed":  # the pair's launches in the other order
+                            member(t, _members[1])
+                            member(t, _members[0])
+                        elif t == "chosen_tiny":  # the chosen configuration alone, then a one-CTA kernel
+                            grouped.contiguous(_a, _w, _mi, out=_outs[t], workspace=_ws,
+                                               **({"config": _wide} if _pays else {}))
+                            _tiny.add_(1)
                         else:
                             kwargs = {"pair": {"expected_m": _em}, "wide": {"config": _wide}, "items": {}}[t]
                             grouped.contiguous(_a, _w, _mi, out=_outs[t], workspace=_ws, **kwargs)
@@ -94,10 +105,10 @@ def main() -> int:
                     real = m_indices >= 0
                     ref = reference.grouped_contiguous(a, (p.weight.packed, p.weight.scales), m_indices)
                     err = ((outs["pair"][real].float() - ref[real].float()).norm() / ref[real].float().norm()).item()
-                    pays = grouped.wide_items_pay(m_indices, w.num_experts, wide_rows)
                     ran = "second_alone" if pays else "first_alone"
+                    chosen = "wide" if pays else "items"
                     same = all(torch.equal(outs[t][real], outs["pair"][real])
-                               for t in ("wide", "items", ran))
+                               for t in ("wide", "items", ran, "reversed", "chosen_tiny"))
                     untouched = bool(outs["pair"][~real].isnan().all())
                     declined = bool(outs["first_alone" if pays else "second_alone"].isnan().all())
                     counts = torch.bincount(m_indices[real].long(), minlength=w.num_experts)
@@ -120,6 +131,8 @@ def main() -> int:
                         + "".join(f" | {t} " + " ".join(f"{r[t] / r['pair'] - 1:+.1%}" for r in runs)
                                   for t in ("wide", "items"))
                         + " | alone 1st/2nd " + " ".join(f"{r['first_alone']:.1f}/{r['second_alone']:.1f}" for r in runs)
+                        + "".join(f" | {t} vs chosen " + " ".join(f"{r[t] / r[chosen] - 1:+.1%}" for r in runs)
+                                  for t in ("pair", "reversed", "chosen_tiny"))
                         + f" | {ok} (err {err:.1e})")
                     args.out.mkdir(parents=True, exist_ok=True)
                     (args.out / "contiguous_pair_ab.json").write_text(json.dumps(rows_out, indent=1))

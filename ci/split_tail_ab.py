@@ -52,6 +52,8 @@ def main() -> int:
     parser.add_argument("--parts", default=",".join(map(str, PARTS)))
     parser.add_argument("--draws", default="uniform,skewed")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--one-fma-only", action="store_true",
+                        help="compile the twins in the one-fma form only (the harness's weights: scales below 2^-5)")
     args = parser.parse_args()
 
     from chord_bench import scenarios as S
@@ -110,14 +112,15 @@ def main() -> int:
 
     planned = [plan for sid, draw in cases for _, _, plan in plans(sid, draw, say=True) if plan is not None]
     bases = [segment_base(g) for sid in dict.fromkeys(sid for sid, _ in contiguous_cases) for g in S.SCENARIOS[sid].gemms]
+    forms = (True,) if args.one_fma_only else (False, True)
     twins = {dataclasses.replace(plan, tail_parts=q, subnormal=sub) for plan in planned for q in parts
-             for sub in (False, True)}
+             for sub in forms}
     twins |= {dataclasses.replace(blocks_cut(plan), subnormal=sub) for plan in planned if blocks_cut(plan)
-              for sub in (False, True)}
+              for sub in forms}
     twins |= {dataclasses.replace(base, tail_parts=q, subnormal=sub, tma_rows=True) for base in bases
-              for q in (0, *parts) for sub in (False, True)}
+              for q in (0, *parts) for sub in forms}
     twins |= {dataclasses.replace(blocks_cut(base), subnormal=sub, tma_rows=True) for base in bases
-              for sub in (False, True)}
+              for sub in forms}
     compile_all([c.kernel() for c in twins], "sm_90a")
     log(f"{len(twins)} split-tail kernels compiled")
     rows = []

@@ -251,14 +251,16 @@ class WgmmaConfig:
     tail_parts: int = 0
     """Split tail (0: off): where the whole items leave a last round of at most half the grid, that
     round's items are cut along K into up to this many parts of whole stages, the last part to finish
-    summing every part's fp32 partial from the workspace in part order. Deterministic, but a token's
-    bits then depend on its batch's item count. Opt-in: not measured yet (docs/optimization.md,
-    session 54)."""
+    summing every part's fp32 partial from the workspace in part order into its accumulators, then the
+    item's epilogue. Deterministic, but a token's bits then depend on its batch's item count. Opt-in, no
+    plan takes it: its kernel runs 2-6 % slower than the uncut one where nothing is cut (19 % more
+    instructions) and seldom gains where it cuts (docs/optimization.md, sessions 56 and 58)."""
     tail_blocks: bool = False
     """With ``tail_parts``: cut the tail's items into up to that many runs of their routing blocks
     (at most ``items``) instead of along K, each run an item of its own over the whole K: the same
     bits as the uncut item, no workspace; for items of two or more blocks whose narrower widths all
-    have their K loop (``widths`` empty). Opt-in: not measured yet (docs/optimization.md, session 55)."""
+    have their K loop (``widths`` empty). The grouped contiguous mode's short launches take it
+    (``grouped.contiguous_tail_config``; docs/optimization.md, sessions 55 and 56)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:

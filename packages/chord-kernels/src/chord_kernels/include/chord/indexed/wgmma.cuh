@@ -32,7 +32,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "chord/common/activation.cuh"
 #include "chord/common/dequant.cuh"
@@ -782,12 +781,11 @@ __device__ __forceinline__ void topk_arrive_and_reduce(const Args& args, const u
   named_barrier(2 + consumer, 128);  // the ready list is read before the next item's staging
 }
 
-// The epilogue of an item of kN tokens from its accumulators: the registers (ConsumerState), or a
-// split tail's PartSums.
-template <class Cfg, int kN, class Source>
-__device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& source, uint8_t* epi, int ntile,
-                                               int warp, int lane) {
-  constexpr bool kRegisters = std::is_same_v<Source, ConsumerState<Cfg>>;
+// The epilogue of an item of kN tokens from its accumulators (a split tail's item: its parts' sum,
+// sum_tail_parts).
+template <class Cfg, int kN>
+__device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerState<Cfg>& source, uint8_t* epi,
+                                               int ntile, int warp, int lane) {
   constexpr int kNT = kN / 8;
   constexpr int kEpiNT = kNT < Cfg::kEpiGroups ? kNT : Cfg::kEpiGroups;
   const int consumer = threadIdx.x / 128;
@@ -804,17 +802,8 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
   constexpr int kChunks = kEpiNT * 8 * kChunksPerRow;
   // Output x of tile i: the accumulator, or silu(gate) * up computed as ops.silu_and_mul does on
   // the unfused bf16 output (gate and up rounded to bf16, fp32 math), so both paths agree bit for bit.
-  const auto act = [](float gate, float up) {
-    const float g = __bfloat162float(__float2bfloat16_rn(gate));
-    const float u = __bfloat162float(__float2bfloat16_rn(up));
-    return silu_of_bf16(g) * u;
-  };
-  // (From the registers: the SiLU written out as before the split tail, so that the planned kernels'
-  // code stayed instruction for instruction the same.)
   const auto value = [&](int i, int x) {
-    if constexpr (!kRegisters) {
-      return 0.0f;
-    } else if constexpr (Cfg::kSiluMul) {
+    if constexpr (Cfg::kSiluMul) {
       const float g = __bfloat162float(__float2bfloat16_rn(source.template tile<kN>(0)[x]));
       const float u = __bfloat162float(__float2bfloat16_rn(source.template tile<kN>(1)[x]));
       return silu_of_bf16(g) * u;
@@ -822,20 +811,8 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
       return source.template tile<kN>(i)[x];
     }
   };
-  float4 sums[Cfg::kMT][kEpiNT] = {};  // (PartSums: the pass's accumulators)
-  const auto values = [&](int i, int jj) {  // outputs 4 j .. 4 j + 3 of the pass's j0 + jj (PartSums)
-    if constexpr (kRegisters) {
-      return make_float4(0.0f, 0.0f, 0.0f, 0.0f);  // (not called: the registers are read by value)
-    } else if constexpr (Cfg::kSiluMul) {
-      const float4 g = sums[0][jj], u = sums[1][jj];
-      return make_float4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
-    } else {
-      return sums[i][jj];
-    }
-  };
 #pragma unroll
   for (int j0 = 0; j0 < kNT; j0 += kEpiNT) {
-    if constexpr (!kRegisters) source.pass(sums, j0);
 #pragma unroll
     for (int i = 0; i < Cfg::kOutMT; ++i)
 #pragma unroll
@@ -843,15 +820,8 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const Source& s
         const int j = j0 + jj;
         if (j < kNT) {
           const float w0 = weights[j * 8 + 2 * t], w1 = weights[j * 8 + 2 * t + 1];
-          __nv_bfloat162 lo, hi;
-          if constexpr (kRegisters) {
-            lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
-            hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
-          } else {
-            const float4 v = values(i, jj);
-            lo = __floats2bfloat162_rn(v.x * w0, v.y * w1);
-            hi = __floats2bfloat162_rn(v.z * w0, v.w * w1);
-          }
+          __nv_bfloat162 lo = __floats2bfloat162_rn(value(i, 4 * j) * w0, value(i, 4 * j + 1) * w1);
+          __nv_bfloat162 hi = __floats2bfloat162_rn(value(i, 4 * j + 2) * w0, value(i, 4 * j + 3) * w1);
           if constexpr (Cfg::kTopkSum) {
             // -0 + +0 = +0: a token's one local row is its sum, which adds from +0 (reduce_chunk).
             lo = __hadd2(lo, __float2bfloat162_rn(0.0f));
@@ -895,49 +865,43 @@ __device__ __forceinline__ float4* part_slot(const Args& args, int slot, int con
          threadIdx.x % 128;
 }
 
-// The epilogue's accumulators of a split tail's item: its parts' slots summed in part order (the
-// same bits whichever part finishes last), one epilogue pass at a time: every part's loads of the
-// pass in flight together, the sums in registers the dead accumulators left free.
+// The last part of a split tail's item: its parts' slots summed in part order into this thread's
+// accumulators (the same bits whichever part finishes last), for the item's one epilogue (one
+// epilogue per width: a second one, reading the sums from the workspace, doubled the kernel's code).
+// Four float4 of a part in flight at a time: more spilled next to the accumulators (ptxas).
 template <class Cfg, int kN>
-struct PartSums {
-  const float4* first;  // part 0's slot (this thread's column)
-  int parts;
-  // Accumulators 4 j .. 4 j + 3 of tile i, j = j0 + jj < kN / 8, into sums[i][jj].
-  template <int kPassNT>
-  __device__ __forceinline__ void pass(float4 (&sums)[Cfg::kMT][kPassNT], int j0) const {
-    constexpr int64_t kPartStride = kSlotVecs<Cfg> * Cfg::kConsumers;  // from one part's slot to the next's
-    const auto load = [&](int p, int i, int jj) { return __ldcg(first + p * kPartStride + (i * (kN / 8) + j0 + jj) * 128); };
+__device__ __forceinline__ void sum_tail_parts(ConsumerState<Cfg>& st, const float4* first, int parts) {
+  constexpr int64_t kPartStride = kSlotVecs<Cfg> * Cfg::kConsumers;  // from one part's slot to the next's
+  constexpr int kBatch = 4;
 #pragma unroll
-    for (int i = 0; i < Cfg::kMT; ++i)
+  for (int i = 0; i < Cfg::kMT; ++i) {
+    float(&acc)[kN / 2] = st.template tile<kN>(i);
 #pragma unroll
-      for (int jj = 0; jj < kPassNT; ++jj) {
-        if (j0 + jj < kN / 8) sums[i][jj] = load(0, i, jj);
+    for (int j0 = 0; j0 < kN / 8; j0 += kBatch) {
+      const float4* column = first + (i * (kN / 8) + j0) * 128;
+#pragma unroll
+      for (int jj = 0; jj < kBatch && j0 + jj < kN / 8; ++jj) {
+        const float4 v = __ldcg(column + jj * 128);
+        acc[4 * (j0 + jj)] = v.x, acc[4 * (j0 + jj) + 1] = v.y, acc[4 * (j0 + jj) + 2] = v.z, acc[4 * (j0 + jj) + 3] = v.w;
       }
 #pragma unroll 1
-    for (int p = 1; p < parts; ++p) {
-      float4 v[Cfg::kMT][kPassNT];
+      for (int p = 1; p < parts; ++p) {
+        float4 v[kBatch];
 #pragma unroll
-      for (int i = 0; i < Cfg::kMT; ++i)
+        for (int jj = 0; jj < kBatch && j0 + jj < kN / 8; ++jj) v[jj] = __ldcg(column + p * kPartStride + jj * 128);
 #pragma unroll
-        for (int jj = 0; jj < kPassNT; ++jj) {
-          if (j0 + jj < kN / 8) v[i][jj] = load(p, i, jj);
+        for (int jj = 0; jj < kBatch && j0 + jj < kN / 8; ++jj) {
+          const int x = 4 * (j0 + jj);
+          acc[x] += v[jj].x, acc[x + 1] += v[jj].y, acc[x + 2] += v[jj].z, acc[x + 3] += v[jj].w;
         }
-#pragma unroll
-      for (int i = 0; i < Cfg::kMT; ++i)
-#pragma unroll
-        for (int jj = 0; jj < kPassNT; ++jj) {
-          if (j0 + jj < kN / 8) {
-            float4& sum = sums[i][jj];
-            sum.x += v[i][jj].x, sum.y += v[i][jj].y, sum.z += v[i][jj].z, sum.w += v[i][jj].w;
-          }
-        }
+      }
     }
   }
-};
+}
 
 // A split tail's part after its K loop: this warpgroup's accumulators go to the part's slot and it
 // counts itself in on the tail item's counter. Returns whether it was the last part to arrive (it
-// then stores the item from PartSums; it has reset the counter for the next launch). Writers fence
+// then sums the parts and stores the item; it has reset the counter for the next launch). Writers fence
 // before the barrier that precedes the count; the last arriver fences before the others' slots are
 // read. Nobody waits for another part.
 template <class Cfg, int kN>
@@ -952,12 +916,6 @@ __device__ __forceinline__ bool arrive_tail_part(const Args& args, ConsumerState
       __stcg(mine + (i * (kN / 8) + j) * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
     }
   }
-  // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which the
-  // compiler can rematerialize, leave their registers to the sum's loads (PartSums).
-#pragma unroll
-  for (int i = 0; i < Cfg::kMT; ++i)
-#pragma unroll
-    for (int x = 0; x < Cfg::kTile / 2; ++x) st.acc[i][x] = 0.0f;
   __threadfence();  // this thread's partial is visible device-wide before the warpgroup counts itself in
   named_barrier(2 + consumer, 128);
   bool last = false;
@@ -986,14 +944,13 @@ struct Ring {
   }
 };
 
-// The epilogue of an item from `source` (its accumulators: the registers, or PartSums), then with
-// kTopkSum the top-k sum.
-template <class Cfg, int kN, class Source>
-__device__ __forceinline__ void store_item(const Args& args, const Source& source, ConsumerState<Cfg>& st,
-                                           uint8_t* epi, int ntile, int warp, int lane) {
+// The epilogue of an item from its accumulators, then with kTopkSum the top-k sum.
+template <class Cfg, int kN>
+__device__ __forceinline__ void store_item(const Args& args, ConsumerState<Cfg>& st, uint8_t* epi, int ntile, int warp,
+                                           int lane) {
   const int consumer = threadIdx.x / 128;
   named_barrier(2 + consumer, 128);  // the slots and weights copied by the other warps are visible
-  wgmma_epilogue<Cfg, kN>(args, source, epi, ntile, warp, lane);
+  wgmma_epilogue<Cfg, kN>(args, st, epi, ntile, warp, lane);
   if constexpr (Cfg::kTopkSum) {
     // The accumulators are dead until the next item's first wgmma overwrites them: zeros, which
     // the compiler can rematerialize instead of keeping through the sum.
@@ -1143,14 +1100,11 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     named_barrier(2 + consumer, 128);  // the part's info is visible
     const int parts = part_info[0], part = part_info[1], tail = part_info[2];
     if (parts > 1) {
-      if (arrive_tail_part<Cfg, kN>(args, st, tail, part, parts, consumer)) {
-        store_item<Cfg, kN>(args, PartSums<Cfg, kN>{part_slot<Cfg>(args, tail * parts, consumer), parts}, st, epi,
-                            ntile, warp, lane);
-      }
-      return;  // (else a later part stores the item)
+      if (!arrive_tail_part<Cfg, kN>(args, st, tail, part, parts, consumer)) return;  // a later part stores the item
+      sum_tail_parts<Cfg, kN>(st, part_slot<Cfg>(args, tail * parts, consumer), parts);
     }
   }
-  store_item<Cfg, kN>(args, st, st, epi, ntile, warp, lane);
+  store_item<Cfg, kN>(args, st, epi, ntile, warp, lane);  // (one call: the epilogue is inlined once per width)
 }
 
 // consume_item for an item of `width` (Header::width: blocks, or with kRowWidths tokens): one
