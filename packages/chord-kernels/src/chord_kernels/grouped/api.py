@@ -198,9 +198,9 @@ def contiguous(
     lets the plan consider wider work items where experts pass one segment (:func:`contiguous_config`):
     then both launch, and the kernels run the wide items or the 128-row ones as the experts' rows in
     ``m_indices`` say (:func:`wide_items_pay`), with no host synchronization. A sparse last round
-    of the 128-row items is cut into single blocks where that pays (:func:`contiguous_tail_config`). The result is the same bits either way. ``config`` fixes
-    the configuration instead of the plan's (sweeps; its ``block_m`` must divide 128, so that no
-    routing block spans two experts).
+    of the 128-row items is cut into single blocks where that pays (:func:`contiguous_tail_config`).
+    The result is the same bits either way. ``config`` fixes the configuration instead of the plan's
+    (sweeps; its ``block_m`` must divide 128, so that no routing block spans two experts).
     """
     require_tensor("a", a, dtype=torch.bfloat16, ndim=2, device="cuda", contiguous=True)
     device = a.device
@@ -348,8 +348,8 @@ def prepare(weight: PackedWeight, *, expected_m: int | None = None,
 @functools.cache
 def kernels(arch: str) -> list[CudaKernel]:
     """The family's precompile hook: the kernels the Kimi shapes launch in contiguous mode (its wide
-    items and its items' block cut included) and, at every block size, in masked mode (with their fused SiLU-and-mul and
-    one-fma twins)."""
+    items and its items' block cut included) and, at every block size, in masked mode (with their
+    fused SiLU-and-mul and one-fma twins)."""
     wgmma = arch == WGMMA_ARCH
     found: dict[KernelConfig, None] = {}
     for block_m in dict.fromkeys((contiguous_block_m(arch), *((16, *WGMMA_BLOCK_MS) if wgmma else ()))):
