@@ -16,7 +16,12 @@ from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.decode import LIST_CAP_LIMIT
 from chord_kernels.indexed.heuristics import choose_config, general_config, short_k_config
 from chord_kernels.indexed.planner import config_for_rows, configs_for, silu_mul_twin
-from chord_kernels.indexed.wgmma import block_rows_wide_configs, choose_wgmma_config
+from chord_kernels.indexed.wgmma import (
+    TAIL_CUT_MAX_BLOCK,
+    TAIL_CUT_PARTS,
+    block_rows_wide_configs,
+    choose_wgmma_config,
+)
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
     WorkspaceLayout,
@@ -105,7 +110,12 @@ def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() 
     for block_m in (24, 32, 56, 64, 128, 144, 200):
         wg = _plan(4096, 7168, block_m, 300)
         assert wg.config == choose_wgmma_config(4096, 7168, block_m)
-        assert (wg.grid, wg.threads, wg.workspace_bytes) == (SMS, wg.config.threads, 8)  # the dynamic counters
+        # The dynamic counters; with the planned split tail (blocks up to 40 tokens: not the 24-token
+        # blocks' wide items, tok_e unknown) its arrival counters and partials.
+        cut = 24 < block_m <= TAIL_CUT_MAX_BLOCK
+        layout = wg.config.workspace(SMS) if cut else WorkspaceLayout(counters=2)
+        assert (wg.grid, wg.threads, wg.workspace) == (SMS, wg.config.threads, layout)
+        assert wg.config.tail_parts == (TAIL_CUT_PARTS if cut else 0) and (layout.partials > 0) == cut
         assert wg.smem == wg.config.smem_bytes(300)
     assert _plan(7168, 256, 64, 300).workspace_bytes == 0  # K = 256: the strided schedule
     blackwell = _plan(4096, 7168, 32, 300, arch="sm_100a").config
@@ -128,18 +138,24 @@ def test_config_override_and_errors() -> None:
         dataclasses.replace(general_config(8), row_widths=True)
 
 
-def test_split_tail_is_opt_in_and_sizes_its_workspace() -> None:
+def test_split_tail_planned_for_long_narrow_items_and_sizes_its_workspace() -> None:
     planned = choose_wgmma_config(4096, 7168, 24, tok_e=16.0)  # four warpgroups, 24 x 2 items, dynamic
-    assert planned.tail_parts == 0 and planned.workspace(SMS) == WorkspaceLayout(counters=2)
-    tail = dataclasses.replace(planned, tail_parts=8)
+    assert planned.tail_parts == TAIL_CUT_PARTS
+    # Short K (the down), TP8's N, 48-token blocks, the 64 x 2 items, the weight ring: uncut.
+    for n, k, block_m, tok_e in ((7168, 2048, 24, 16.0), (512, 7168, 24, 16.0), (4096, 7168, 48, 32.0),
+                                 (4096, 7168, 64, 128.0), (4096, 7168, 24, 128.0)):
+        assert choose_wgmma_config(n, k, block_m, tok_e).tail_parts == 0
+    uncut = dataclasses.replace(planned, tail_parts=0)
+    assert uncut.workspace(SMS) == WorkspaceLayout(counters=2)
+    tail = planned
     plan = _plan(4096, 7168, 24, 300, config=tail)
     # The dynamic counters, one arrival counter per (tail item, consumer warpgroup) and one slot of
     # the widest item's fp32 accumulators per part: at most one part per CTA.
     assert plan.workspace == WorkspaceLayout(counters=2, flags=SMS * 4, partials=SMS * 512 * 48)
     assert plan.smem == planned.smem_bytes(300) and plan.grid == SMS
-    assert tail.template_args().endswith(", 8") and tail.source() != planned.source()
-    # ep8_tok16's skewed gate_up: 400 items on 132 SMs, 28 stages of 256 K; the planned kernel cuts nothing.
-    assert (tail.tail_cut(400, SMS, 7168), planned.tail_cut(400, SMS, 7168)) == ((396, 8), (400, 1))
+    assert tail.template_args().endswith(", 8") and tail.source() != uncut.source()
+    # ep8_tok16's skewed gate_up: 400 items on 132 SMs, 28 stages of 256 K; the uncut kernel cuts nothing.
+    assert (tail.tail_cut(400, SMS, 7168), uncut.tail_cut(400, SMS, 7168)) == ((396, 8), (400, 1))
     for bad in (dict(tail_parts=1), dict(tail_parts=33), dict(tail_parts=-2)):
         with pytest.raises(ChordInputError, match="tail_parts: expected 0, or 2..32"):
             dataclasses.replace(planned, **bad)
@@ -153,7 +169,7 @@ def test_split_tail_into_blocks_needs_no_workspace() -> None:
     """``tail_blocks``: the tail's items cut into runs of routing blocks, items of their own, so the
     workspace is the uncut configuration's; refused without ``tail_parts``, for one-block items and
     where some narrower width has no K loop of its own (the wide items)."""
-    planned = choose_wgmma_config(4096, 7168, 24, tok_e=16.0)
+    planned = dataclasses.replace(choose_wgmma_config(4096, 7168, 24, tok_e=16.0), tail_parts=0)
     blocks = dataclasses.replace(planned, tail_parts=2, tail_blocks=True)
     assert blocks.workspace(SMS) == planned.workspace(SMS) == WorkspaceLayout(counters=2)
     assert blocks.tail_cut(400, SMS, 7168) == (396, 2), "at most the item's two blocks"

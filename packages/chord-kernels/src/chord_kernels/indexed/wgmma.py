@@ -84,6 +84,22 @@ ONE_BLOCK_ROW_WIDTHS_MIN = 32
 the same whatever its width (docs/optimization.md, session 11)."""
 TAIL_PARTS_MAX = 32
 """The most parts a split tail's item is cut into (``WgmmaConfig.tail_parts``)."""
+TAIL_CUT_PARTS = 8
+"""The planned split tail (:func:`choose_wgmma_config`): a sparse last round's items cut along K into
+up to 8 parts, on routing blocks of at most :data:`TAIL_CUT_MAX_BLOCK` tokens from :data:`TAIL_CUT_MIN_K`
+on, where N makes many N tiles per block (:data:`TAIL_CUT_MIN_N`: EP's gate_up at 9-32 rows per expert,
+DeepEP low latency's). Interleaved on an H100, the whole layer (docs/optimization.md, session 59): 7-8 %
+faster at 16 rows per expert with one hot expert (EP8 and DeepEP low latency: the hot expert's blocks
+leave a fourth round of 4 items, cut into 8 parts each), 2 % at 24; where nothing is cut 0.2-1 % slower.
+Not on 48- and 56-token blocks (the layer 1-1.4 % slower uniform, no faster skewed), TP8's gate_up (N =
+512: a hot expert is one of 384, the layer 0.2-2 % slower), the downs (K = 2048: parts of 2-3 stages
+measured 1-6 % slower) nor the 64 x 2 items (their uncut twin 2-3 % slower, their cuts no faster)."""
+TAIL_CUT_MIN_K = 4096
+"""The planned split tail's shortest K (:data:`TAIL_CUT_PARTS`): 16 stages of 256, 2+ per part."""
+TAIL_CUT_MIN_N = 2048
+"""The planned split tail's narrowest N (:data:`TAIL_CUT_PARTS`)."""
+TAIL_CUT_MAX_BLOCK = 40
+"""The planned split tail's widest routing blocks (:data:`TAIL_CUT_PARTS`)."""
 ROW_WIDTHS_MIN_K = 256
 """The 64 x 2 items' row widths only above this K: at K = 256 (TP8's down, one stage per item) they
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
@@ -252,9 +268,10 @@ class WgmmaConfig:
     """Split tail (0: off): where the whole items leave a last round of at most half the grid, that
     round's items are cut along K into up to this many parts of whole stages, the last part to finish
     summing every part's fp32 partial from the workspace in part order into its accumulators, then the
-    item's epilogue. Deterministic, but a token's bits then depend on its batch's item count. Opt-in, no
-    plan takes it: its kernel runs 2-6 % slower than the uncut one where nothing is cut (19 % more
-    instructions) and seldom gains where it cuts (docs/optimization.md, sessions 56 and 58)."""
+    item's epilogue. Deterministic, but a token's bits then depend on its batch's item count. The plan
+    takes it for long items of few tokens (:data:`TAIL_CUT_PARTS`); elsewhere its kernel runs 1-3 % slower
+    than the uncut one where nothing is cut and seldom gains where it cuts (docs/optimization.md,
+    sessions 56, 58 and 59)."""
     tail_blocks: bool = False
     """With ``tail_parts``: cut the tail's items into up to that many runs of their routing blocks
     (at most ``items``) instead of along K, each run an item of its own over the whole K: the same
@@ -583,7 +600,11 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # K loop commits per step (the 72-104-token blocks outside TP8's down): there that loop is 1-5 %
     # slower so, elsewhere it is 1-8 % faster (docs/optimization.md, session 32).
     shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run and cfg.commit_per_step
-    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs)
+    # The split tail where a short launch's sparse last round of long items costs most (TAIL_CUT_PARTS).
+    cut = (k >= TAIL_CUT_MIN_K and n >= TAIL_CUT_MIN_N and block_m <= TAIL_CUT_MAX_BLOCK and not cfg.weight_ring
+           and not cfg.n_run)
+    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
+                               tail_parts=TAIL_CUT_PARTS if cut else 0)
 
 
 def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:

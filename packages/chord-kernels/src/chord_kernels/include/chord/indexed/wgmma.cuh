@@ -1034,16 +1034,10 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   if constexpr (Cfg::kPingPong) named_barrier(kTurnBarrier + consumer, 256);
   int prev = -1;  // the previous stage: released once the first group of this one retires its last wgmma
   int prev_w = -1;  // likewise its weight slot, when that stage was the slot's last reader
-  // A part from a later stage on accumulates onto zeros (the first wgmma's zeroing is at stage 0),
-  // and waits again for its first stage (already full), so that kc0 is not kept through the loop.
-  if (Cfg::kSplitK && kc0 > 0) {
-#pragma unroll
-    for (int i = 0; i < Cfg::kMT; ++i)
-#pragma unroll
-      for (int x = 0; x < kN / 2; ++x) st.template tile<kN>(i)[x] = 0.0f;
-  }
+  // The unit's first wgmma zeroes the accumulators (kc0 is warp-uniform: a uniform register, not a
+  // vector one, through the loop; zeroing them before it instead cost every item ~1 %: ncu, session 59).
   for (int kc = kc0; kc < kc1; ++kc) {
-    if (Cfg::kSplitK || kc > 0) {
+    if (kc > kc0) {
       ptx::mbarrier_wait(full0 + ring.stage * 8, ring.phase);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -1068,9 +1062,9 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
       if (gi < nkg) {
         const uint64_t d = desc + (((gi / 2) * Cfg::kActTileBytes + (gi % 2) * 64) >> 4);
         if constexpr (Cfg::kCommitPerStep) {
-          consume_group_by_step<Cfg, kN>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
+          consume_group_by_step<Cfg, kN>(st, weights + gi * kAtomBytes, d, kc == kc0 && gi == 0, lane);
         } else if (gi % 2 == 0) {
-          consume_group<Cfg, kN, 0>(st, weights + gi * kAtomBytes, d, kc == 0 && gi == 0, lane);
+          consume_group<Cfg, kN, 0>(st, weights + gi * kAtomBytes, d, kc == kc0 && gi == 0, lane);
         } else {
           consume_group<Cfg, kN, 1>(st, weights + gi * kAtomBytes, d, false, lane);
         }
