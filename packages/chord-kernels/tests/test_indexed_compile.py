@@ -64,12 +64,12 @@ def test_host_and_device_shared_memory_plans_must_agree(monkeypatch: pytest.Monk
 
 
 def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
-    """The split tail (``tail_parts``, opt-in) of the Kimi GEMMs' item shapes it takes: four
-    warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items (also as the grouped contiguous mode
-    runs them: tensor copies, the routing read from m_indices), 56-token one-block items, three
-    warpgroups' down and a top-k-sum twin; and those of two blocks cut into blocks (``tail_blocks``).
-    The four-warpgroup items spill 4-20 bytes outside the K loop at their 96 registers (the epilogue
-    reloads two pointers; ptxas, docs/optimization.md, session 54); the others none."""
+    """The split tail (``tail_parts``; planned on the narrow gate_up items) of the Kimi GEMMs' item
+    shapes it takes: four warpgroups' 24 x 2 items (gate_up, fused SiLU), 64 x 2 items (also as the
+    grouped contiguous mode runs them: tensor copies, the routing read from m_indices), 56-token
+    one-block items, three warpgroups' down and a top-k-sum twin; and those of two blocks cut into
+    blocks (``tail_blocks``). The four-warpgroup items spill 4-20 bytes outside the K loop at their
+    96 registers (ptxas, docs/optimization.md, sessions 54 and 59); the others none."""
     from chord_kernels.indexed import choose_wgmma_config
     from chord_kernels.indexed.planner import silu_mul_twin
 
