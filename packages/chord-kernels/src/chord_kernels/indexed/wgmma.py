@@ -578,6 +578,8 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     are not wide items run four consumer warpgroups of two tiles each, in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks; below it, the one-block items of up to
     :data:`THREE_CONSUMER_MAX_TOKENS` tokens run three where N is at least :data:`THREE_CONSUMER_MIN_N`.
+    From K = 4096 and N = 2048 the items of routing blocks up to 40 tokens cut a sparse last round
+    along K (:data:`TAIL_CUT_PARTS`).
     """
     rows = 0
     if tok_e is not None:
