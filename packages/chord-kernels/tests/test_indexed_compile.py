@@ -43,7 +43,8 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
         # One exception: the planned split tail's four-warpgroup items with SiLU or tensor copies (96 registers
         # before setmaxnreg) spill one register around the launch's item compaction, once per CTA, outside
         # every loop (docs/optimization.md, session 59).
-        allowed = 4 if isinstance(cfg, WgmmaConfig) and cfg.tail_parts and cfg.consumers == 4 else 0
+        allowed = 4 if (isinstance(cfg, WgmmaConfig) and cfg.tail_parts and cfg.consumers == 4
+                        and (cfg.silu_mul or cfg.tma_rows)) else 0
         assert spills and max(spills) <= allowed, f"{cfg} on {arch} spills registers:\n{log}"
         if isinstance(cfg, WgmmaConfig):
             # ptxas serializes every wgmma when the pipeline's registers do not fit (docs/optimization.md,

@@ -17,9 +17,10 @@
 // Split tail (WGMMA kernel; planned on narrow gate_up items, wgmma.TAIL_CUT_PARTS): where the whole
 // items leave a last round of at most half the grid, each of that round's items is cut along K into
 // parts of whole stages, scheduled as units after the whole items; the parts finish as the balanced
-// schedule's do (wgmma.cuh arrive_tail_part), summed in part order. The cut depends on the item count, so a token's bits
-// may differ between batches (never between runs of one batch). With kTailBlocks the items are
-// cut into runs of their routing blocks instead, each an item over the whole K: the same bits.
+// schedule's do (wgmma.cuh arrive_tail_part), summed in part order. The cut depends on the item
+// count, so a token's bits may differ between batches (never between runs of one batch). With
+// kTailBlocks the items are cut into runs of their routing blocks instead, each an item over the
+// whole K: the same bits.
 #pragma once
 
 #include <cstdint>

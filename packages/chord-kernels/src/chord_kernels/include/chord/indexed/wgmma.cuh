@@ -1098,7 +1098,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
   if constexpr (Cfg::kSplitK) {
     named_barrier(2 + consumer, 128);  // the part's info is visible
-    // (Broadcast from lane 0 so that the branches below are warp-uniform to the compiler: see sum_tail_parts.)
+    // (Broadcast from lane 0 so that the branches below are warp-uniform to the compiler, as the width above.)
     const int parts = __shfl_sync(0xffffffffu, part_info[0], 0), part = __shfl_sync(0xffffffffu, part_info[1], 0),
               tail = __shfl_sync(0xffffffffu, part_info[2], 0);
     if (parts > 1) {
