@@ -1001,25 +1001,22 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     slots[r] = slot;
     tw[r] = h.weights[r];
   }
-  // The unit's stages [kc0, kc1): the item's, or a split tail part's. The part (parts, part, tail
-  // item) waits in the staging tile, not in the registers, which are the accumulators'.
+  // The unit's stages [kc0, kc1): the item's, or a split tail part's (parts, part, tail item).
   int kc0 = 0, kc1 = num_kc;
-  int* const part_info = reinterpret_cast<int*>(epi + Cfg::kEpiInfoBytes);
+  int parts = 0, part = 0, tail = 0;
   if constexpr (Cfg::kSplitK) {
-    // Broadcast from lane 0: a value the compiler knows is warp-uniform keeps the K loop's stage
-    // arithmetic and wgmma operands on the uniform datapath (read per thread from the header, the
-    // loop ran 19 % more instructions than the uncut kernel's where nothing was cut; ncu, session 58).
+    // Broadcast from lane 0: values the compiler knows are warp-uniform live in uniform registers
+    // through the K loop (not the accumulators' vector ones) and keep its stage arithmetic and wgmma
+    // operands on the uniform datapath (read per thread, the loop ran 19 % more instructions than
+    // the uncut kernel's where nothing was cut; ncu, session 58).
     const int width = __shfl_sync(0xffffffffu, h.width, 0);
-    const int parts = (width >> kPartsShift) & kPartMask, part = (width >> kPartShift) & kPartMask;
+    parts = (width >> kPartsShift) & kPartMask;
+    part = (width >> kPartShift) & kPartMask;
+    tail = __shfl_sync(0xffffffffu, h.ntile, 0) >> kTailShift;
     if (parts > 1) {
       const int2 stages = part_stages(part, parts, num_kc);
       kc0 = stages.x;
       kc1 = stages.y;
-    }
-    if (threadIdx.x % 128 == 0) {
-      part_info[0] = parts;
-      part_info[1] = part;
-      part_info[2] = h.ntile >> kTailShift;
     }
   }
   const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;  // (weight ring only)
@@ -1097,10 +1094,6 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
     if (Cfg::kResident && (run & kRunLast)) ptx::mbarrier_arrive(resident_full + 8);  // the run's last reader
   }
   if constexpr (Cfg::kSplitK) {
-    named_barrier(2 + consumer, 128);  // the part's info is visible
-    // (Broadcast from lane 0 so that the branches below are warp-uniform to the compiler, as the width above.)
-    const int parts = __shfl_sync(0xffffffffu, part_info[0], 0), part = __shfl_sync(0xffffffffu, part_info[1], 0),
-              tail = __shfl_sync(0xffffffffu, part_info[2], 0);
     if (parts > 1) {
       if (!arrive_tail_part<Cfg, kN>(args, st, tail, part, parts, consumer)) return;  // a later part stores the item
       sum_tail_parts<Cfg, kN>(st, part_slot<Cfg>(args, tail * parts, consumer), parts);
