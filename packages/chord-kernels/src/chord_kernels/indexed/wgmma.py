@@ -269,7 +269,7 @@ class WgmmaConfig:
     round's items are cut along K into up to this many parts of whole stages, the last part to finish
     summing every part's fp32 partial from the workspace in part order into its accumulators, then the
     item's epilogue. Deterministic, but a token's bits then depend on its batch's item count. The plan
-    takes it for long items of few tokens (:data:`TAIL_CUT_PARTS`); elsewhere its kernel runs 1-3 % slower
+    takes it for long items of few tokens (:data:`TAIL_CUT_PARTS`); elsewhere its kernel runs 1-4 % slower
     than the uncut one where nothing is cut and seldom gains where it cuts (docs/optimization.md,
     sessions 56, 58 and 59)."""
     tail_blocks: bool = False
