@@ -413,25 +413,22 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
     assert _rel_err(outs["four", False], ref) <= REL_TOL
 
 
-@pytest.mark.parametrize(("n", "k", "block_m", "silu"), [(7168, 2048, 56, False), (4096, 7168, 56, True),
-                                                      (7168, 2048, 24, False)],
-                         ids=["ep8_down_bm56", "ep8_gate_up_bm56_silu", "ep8_down_bm24"])
-def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) -> None:
-    """The planned K loop without its K bound (whole 256-K stages) gives the bits of the checked loop:
-    EP8 at 43 rows per expert under an expert map, top-k weights (down) or SiLU-and-mul fused
-    (gate_up), poisoned outputs."""
-    case = Case("whole_stages", 48, n, k, 48 * 43, 1, block_m=block_m, routing="mapped", weighted=not silu)
-    gen = torch.Generator(device="cuda").manual_seed(41 + block_m + silu)
+def _mapped_outputs(n: int, k: int, block_m: int, tok_e: float, silu: bool, configs: list[WgmmaConfig],
+                    seed: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Each configuration's output (poisoned before) and the reference of one GEMM on 48 experts under an
+    expert map keeping a quarter of the global ones, about ``tok_e`` rows on each, with top-k weights (down)
+    or SiLU-and-mul fused (gate_up)."""
+    rows = int(4 * 48 * tok_e)
+    case = Case("mapped", 48, n, k, rows, 1, block_m=block_m, routing="mapped", weighted=not silu)
+    gen = torch.Generator(device="cuda").manual_seed(seed)
     packed, scales = _weights(case.experts, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids, global_e, expert_map = _routing(case, gen)
     r = align_block_size(ids, block_m, global_e, expert_map)
     a = torch.randn(case.rows, k, generator=gen, device="cuda").to(torch.bfloat16)
     tw = torch.rand(case.rows, 1, generator=gen, device="cuda") if case.weighted else None
-    config = choose_wgmma_config(n, k, block_m, 43.0)
-    assert config.whole_stages
     outs = []
-    for cfg in (config, dataclasses.replace(config, whole_stages=False)):
+    for cfg in configs:
         out = torch.full((case.rows, n // 2 if silu else n), float("nan"), dtype=torch.bfloat16, device="cuda")
         gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=1,
              topk_weights=tw, out=out, config=cfg, activation="silu" if silu else None)
@@ -439,11 +436,42 @@ def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) ->
     torch.cuda.synchronize()
     ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
                                  block_m=block_m, top_k=1, topk_weights=tw)
-    if silu:
-        ref = reference.silu_and_mul(ref)
+    return outs, reference.silu_and_mul(ref) if silu else ref
+
+
+@pytest.mark.parametrize(("n", "k", "block_m", "silu"), [(7168, 2048, 56, False), (4096, 7168, 56, True),
+                                                      (7168, 2048, 24, False)],
+                         ids=["ep8_down_bm56", "ep8_gate_up_bm56_silu", "ep8_down_bm24"])
+def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) -> None:
+    """The planned K loop without its K bound (whole 256-K stages) gives the bits of the checked loop:
+    EP8 at 43 rows per expert under an expert map, poisoned outputs."""
+    config = choose_wgmma_config(n, k, block_m, 43.0)
+    assert config.whole_stages
+    outs, ref = _mapped_outputs(n, k, block_m, 43.0, silu, [config, dataclasses.replace(config, whole_stages=False)],
+                                seed=41 + block_m + silu)
     assert not outs[0].isnan().any()
     assert _rel_err(outs[0], ref) <= REL_TOL
     assert torch.equal(outs[0], outs[1]), "whole stages changed the result"
+
+
+@pytest.mark.parametrize(("n", "k", "block_m", "tok_e", "silu"),
+                         [(4096, 7168, 80, 64.0, True), (7168, 2048, 80, 64.0, False), (512, 7168, 96, 85.0, True),
+                          (512, 7168, 104, 90.0, True), (7168, 2048, 96, 85.0, False), (4096, 7168, 64, 150.0, True),
+                          (7168, 2048, 64, 150.0, False)],
+                         ids=["ep8_gate_up_bm80_silu", "ep8_down_bm80", "tp8_gate_up_bm96_silu",
+                              "tp8_gate_up_bm104_silu", "down_bm96", "ep8_gate_up_64x2_silu", "ep8_down_64x2"])
+def test_wide_items_commit_per_k_group_bit_identical(n: int, k: int, block_m: int, tok_e: float, silu: bool) -> None:
+    """The 80-104-token one-block items and the 64 x 2 items (without row widths) with whole stages commit
+    per K group (session 61's variants, not planned yet) and give the planned per-step loop's bits, part-filled
+    blocks included, poisoned outputs."""
+    planned = choose_wgmma_config(n, k, block_m, tok_e)
+    variant = dataclasses.replace(planned, whole_stages=True, shift_pairs=False,
+                                  row_widths=planned.row_widths if planned.items == 1 else ())
+    assert planned.commit_per_step and planned.row_widths and not variant.commit_per_step
+    outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, [planned, variant], seed=61 + block_m + silu)
+    assert not outs[1].isnan().any()
+    assert _rel_err(outs[1], ref) <= REL_TOL
+    assert torch.equal(outs[0], outs[1]), "per-K-group commits changed the result"
 
 
 def test_whole_stages_refuse_a_short_last_stage() -> None:

@@ -239,7 +239,8 @@ class WgmmaConfig:
     of one item, whose activation rows stay in shared memory for the run (the stages hold weights
     only); ``pingpong`` (with ``n_run``): the two consumer warpgroups take turns on the tensor
     cores, so that one's epilogue overlaps the other's wgmmas; ``whole_stages``: K is a multiple of
-    ``bk`` (the launch refuses another), so that the K loop checks no bound."""
+    ``bk`` (the launch refuses another), so that the K loop checks no bound (and commits per K group
+    at widths it otherwise commits per step: :attr:`commit_per_step`)."""
 
     block_m: int
     mt: int = 1
@@ -347,8 +348,11 @@ class WgmmaConfig:
     @property
     def commit_per_step(self) -> bool:
         """Whether the K loop commits its wgmmas per K step (``WgmmaConfig::kCommitPerStep``, which the
-        generated source checks against this), else per K group of two steps."""
-        return self.mt * self.tile >= 128 or self.consumers > 3
+        generated source checks against this), else per K group of two steps: per step from 128
+        accumulators x tokens (but, with whole stages, one-block items and items without row widths or
+        the weight ring) and on four consumer warpgroups."""
+        group_whole = self.whole_stages and (self.items == 1 or not (self.row_widths or self.weight_ring))
+        return (self.mt * self.tile >= 128 and not group_whole) or self.consumers > 3
 
     @property
     def threads(self) -> int:

@@ -142,7 +142,12 @@ struct WgmmaConfig {
   // second width serializing them; with today's K loop nvcc 13.0's ptxas pipelines every width,
   // session 37), except with four consumer warpgroups, whose smaller register share holds no A
   // buffer per K group (session 24); three, at 128 registers, hold one at 24-32 tokens (session 42).
-  static constexpr bool kCommitPerStep = kMT * kTile >= 128 || kConsumers_ > 3;
+  // With whole stages (no K bound: two A buffers suffice, session 29) the one-block items, and items of
+  // several blocks compiled without row widths or the weight ring, commit per K group at any width:
+  // ptxas pipelines the 72-104-token one-block items and the 64 x 2 items so (session 61; no plan gives
+  // them whole stages yet), not the 64 x 2 items with row widths nor the ring's wide items.
+  static constexpr bool kGroupCommitsWhole = kWholeStages_ && (kItems_ == 1 || (kRowWidths_ == 0 && !kWeightRing_));
+  static constexpr bool kCommitPerStep = (kMT * kTile >= 128 && !kGroupCommitsWhole) || kConsumers_ > 3;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
   // Channels of an output row for a weight of n rows.
   __device__ __forceinline__ static int out_channels(int n) { return kSiluMul ? n / 2 : n; }
