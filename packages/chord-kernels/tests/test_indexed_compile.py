@@ -94,21 +94,22 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
 
 
 def test_wide_items_with_whole_stages_commit_per_k_group() -> None:
-    """The 72-104-token one-block items and the 64 x 2 items commit per K step as planned; with
-    ``whole_stages`` (K a multiple of the stage's: no bound in the K loop, two A buffers suffice) they commit
-    per K group (session 61's variants, not planned yet; the 64 x 2 items without row widths) and ptxas still
-    pipelines them without spills: gate_up with the fused SiLU at every block, the plain and tensor-copy
-    items to 96 tokens, the 64 x 2 items with tensor copies and their last round cut into blocks (at 104
-    tokens the plain items, from 80 the top-k-sum twins, and with row widths the 64 x 2 items do not:
-    docs/optimization.md, session 61)."""
-    planned = [c for c in default_configs("sm_90a") if isinstance(c, WgmmaConfig) and c.commit_per_step
+    """The 72-104-token one-block items and the 64 x 2 items commit per K step, but with ``whole_stages`` (K
+    a multiple of the stage's: no bound in the K loop, two A buffers suffice) per K group (the 64 x 2 items
+    without row widths), as planned since session 61 for the 64 x 2 gate_up and the 72-96-token downs, and
+    ptxas pipelines every such form without spills: gate_up with the fused SiLU at every block, the plain
+    and tensor-copy items to 96 tokens, the 64 x 2 items with tensor copies and their last round cut into
+    blocks (at 104 tokens the plain items, from 80 the top-k-sum twins, and with row widths the 64 x 2
+    items do not: docs/optimization.md, session 61)."""
+    planned = [c for c in default_configs("sm_90a") if isinstance(c, WgmmaConfig) and c.mt * c.tile >= 128
                and c.consumers <= 3 and not c.n_run and not c.weight_ring]
     assert {(c.block_m, c.items) for c in planned} == {(72, 1), (80, 1), (88, 1), (96, 1), (104, 1), (64, 2)}
-    assert not any(c.whole_stages for c in planned)
+    assert any(c.whole_stages for c in planned) and any(c.commit_per_step for c in planned)
     variants = [dataclasses.replace(c, whole_stages=True, shift_pairs=False, row_widths=c.row_widths if c.items == 1 else ())
                 for c in planned if c.silu_mul or c.block_m <= 96]
     variants += [dataclasses.replace(c, tma_rows=True) for c in variants if not c.silu_mul or c.items > 1]
     variants += [dataclasses.replace(c, tail_parts=2, tail_blocks=True) for c in variants if c.items > 1 and c.tma_rows]
+    variants = list(dict.fromkeys(variants))  # the planned whole-stage items are their own variants
     assert len(variants) == 38 and not any(c.commit_per_step for c in variants)
     kernels = [CudaKernel(name="indexed_group_commit_check", source=cfg.source(), entry=cfg.kernel().entry,
                           flags=("-Xptxas", "-v")) for cfg in variants]

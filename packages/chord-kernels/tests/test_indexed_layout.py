@@ -256,6 +256,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         FOUR_CONSUMER_MAX_TOKENS,
         FOUR_CONSUMER_MIN_K,
         FOUR_CONSUMER_REGS,
+        GROUP_PAIR_MIN_K,
         PREFILL_ROW_WIDTHS,
         ROW_WIDTHS_MIN_K,
         RUN_FOUR_CONSUMER_PAIR_REGS,
@@ -300,7 +301,9 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
                 assert not four_runs or (cfg.mt, cfg.block_n, cfg.pingpong, cfg.n_run) == (1, 256, False, RUN_TILES)
             # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
-            if k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
+            if k >= GROUP_PAIR_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:  # per K group (session 61)
+                assert cfg.row_widths == () and cfg.whole_stages and not cfg.commit_per_step
+            elif k > ROW_WIDTHS_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:
                 assert cfg.row_widths == PREFILL_ROW_WIDTHS
             elif cfg.n_run and cfg.consumers == 4 and cfg.items == 1 and bm < 72:  # runs: one count, the two-tile rule
                 assert cfg.row_widths == (bm - 8,) and cfg.commit_per_step, cfg
@@ -438,12 +441,20 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert isinstance(configs_for(7168, 2048, 32, "sm_90a")[0], WgmmaConfig)
     # Row widths: token counts between the compiled block counts, a mask of 8-token steps after the
     # consumer registers (then always written).
-    prefill = choose_wgmma_config(4096, 7168, heuristics.PREFILL_BLOCK)
+    prefill = choose_wgmma_config(7168, 2048, heuristics.PREFILL_BLOCK)
     assert prefill.row_widths == PREFILL_ROW_WIDTHS and prefill.wgmma_widths == (64, 96, 112, 128)
     assert prefill.template_args().endswith(", 0u, 216, 10240u")  # bits 11 and 13: 96 and 112 tokens
     assert prefill.topk_sum_twin(7168).row_widths == ()  # the 64 x 2 items spill next to the sum
-    b80 = choose_wgmma_config(7168, 2048, 80)
+    b80 = choose_wgmma_config(4096, 7168, 80)
     assert b80.wgmma_widths == (64, 72, 80) and b80.topk_sum_twin(7168).row_widths == (64, 72)
+    # From K = 4096 the 64 x 2 items, and up to K = 2048 the one-block items to 96 tokens, commit per K group
+    # on whole stages (the pairs then without row widths; session 61); their top-k-sum twins per K step.
+    pair, down80 = choose_wgmma_config(4096, 7168, heuristics.PREFILL_BLOCK), choose_wgmma_config(7168, 2048, 80)
+    assert pair.row_widths == () and pair.wgmma_widths == (64, 128) and down80.row_widths == (64, 72)
+    for group in (pair, down80):
+        assert group.whole_stages and not group.commit_per_step and not group.shift_pairs
+        assert group.topk_sum_twin(7168).commit_per_step and not group.topk_sum_twin(7168).whole_stages
+    assert choose_wgmma_config(7168, 2048, 104).commit_per_step  # plain 104-token items spill per K group
     assert choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK).row_widths == ()  # K = 256
     # Whole K stages (no K bound in the loop) where K is a multiple of the stage and the loop commits
     # per K group (runs of N tiles among them): not the per-step loops (row widths, 64 x 2 items, four

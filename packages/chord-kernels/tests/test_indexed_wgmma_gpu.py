@@ -15,7 +15,7 @@ import chord_kernels
 from chord_kernels import reference
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
-from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
+from chord_kernels.indexed.wgmma import PREFILL_ROW_WIDTHS, WgmmaConfig, choose_wgmma_config
 from chord_kernels.routing import align_block_size
 
 pytestmark = pytest.mark.gpu
@@ -462,13 +462,15 @@ def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) ->
                               "tp8_gate_up_bm104_silu", "down_bm96", "ep8_gate_up_64x2_silu", "ep8_down_64x2"])
 def test_wide_items_commit_per_k_group_bit_identical(n: int, k: int, block_m: int, tok_e: float, silu: bool) -> None:
     """The 80-104-token one-block items and the 64 x 2 items (without row widths) with whole stages commit
-    per K group (session 61's variants, not planned yet) and give the planned per-step loop's bits, part-filled
-    blocks included, poisoned outputs."""
+    per K group (planned since session 61 for the 64 x 2 gate_up and the downs to 96 tokens) and give the
+    bits of their per-step loop (pairs shifted, row widths), part-filled blocks included, poisoned outputs."""
     planned = choose_wgmma_config(n, k, block_m, tok_e)
-    variant = dataclasses.replace(planned, whole_stages=True, shift_pairs=False,
-                                  row_widths=planned.row_widths if planned.items == 1 else ())
-    assert planned.commit_per_step and planned.row_widths and not variant.commit_per_step
-    outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, [planned, variant], seed=61 + block_m + silu)
+    per_step = dataclasses.replace(planned, whole_stages=False, shift_pairs=planned.items == 1,
+                                   row_widths=planned.row_widths or PREFILL_ROW_WIDTHS)
+    per_group = dataclasses.replace(planned, whole_stages=True, shift_pairs=False,
+                                    row_widths=planned.row_widths if planned.items == 1 else ())
+    assert per_step.commit_per_step and not per_group.commit_per_step and planned in (per_step, per_group)
+    outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, [per_step, per_group], seed=61 + block_m + silu)
     assert not outs[1].isnan().any()
     assert _rel_err(outs[1], ref) <= REL_TOL
     assert torch.equal(outs[0], outs[1]), "per-K-group commits changed the result"

@@ -105,6 +105,22 @@ ROW_WIDTHS_MIN_K = 256
 measured 7 % slower where few items are part-filled (8192 tokens), 9 % faster where many are (4096)."""
 
 
+GROUP_PAIR_MIN_K = 4096
+"""From this K (the gate_up GEMMs) the 64 x 2 items commit per K group on whole stages, without their row
+widths, with which ptxas would serialize that loop (docs/optimization.md, session 61: 0.4-6 % faster,
+interleaved on an H100, at grouped contiguous 256 / 512, EP8 341 rows per expert and TP8 12288 tokens);
+below (the downs: 2.5 % slower at EP8 341, where the row widths count), per K step with them."""
+
+GROUP_ONE_BLOCK_MAX_K = 2048
+"""Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
+per K group on whole stages (session 61: 0-4.5 % faster at EP8 56-171 rows per expert); from K = 4096
+(gate_up) they stay per step (72-96 tokens 0-7 % slower per group; 104 faster with SiLU fused, but its
+plain twin spills)."""
+
+GROUP_ONE_BLOCK_MAX_TOKENS = 96
+"""The widest one-block item committing per K group below :data:`GROUP_ONE_BLOCK_MAX_K` (at 104 the plain
+and tensor-copy items spill 4 bytes: ptxas)."""
+
 FOUR_CONSUMER_MIN_K = 4096
 """From this K on (Kimi's gate_up GEMMs, K = 7168) the items of blocks of up to
 :data:`FOUR_CONSUMER_MAX_TOKENS` tokens on 256-K stages run four consumer warpgroups of two 64-channel
@@ -197,8 +213,8 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     gained more on the down at 1536-1664 tokens but less on the layer (session 38). The
     72- and 80-token blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less
     (with runs of N tiles, from 80 tokens, 8 less only), 2-10 % faster per GEMM; the 64 x 2 items at
-    :data:`PREFILL_ROW_WIDTHS` above :data:`ROW_WIDTHS_MIN_K`, where the K loop commits per K step
-    anyway (per-step commits cost the narrower tiles 9-14 %). The whole layer measured 1-10 % faster
+    :data:`PREFILL_ROW_WIDTHS` above :data:`ROW_WIDTHS_MIN_K` and below :data:`GROUP_PAIR_MIN_K`, where
+    the K loop commits per K step anyway (per-step commits cost the narrower tiles 9-14 %). The whole layer measured 1-10 % faster
     at 52-341 rows per expert (EP8) and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
     if mt != 2:
         return ()
@@ -208,8 +224,8 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
         # With runs (K <= RUN_MAX_K) from 80 tokens one count: two spill 16 bytes in the gather
         # producer (ptxas, session 21).
         return (block_m - 8,) if k <= RUN_MAX_K and block_m >= 80 else (block_m - 16, block_m - 8)
-    if items == 2 and block_m == PREFILL_BLOCK and k > ROW_WIDTHS_MIN_K:
-        return PREFILL_ROW_WIDTHS
+    if items == 2 and block_m == PREFILL_BLOCK and ROW_WIDTHS_MIN_K < k < GROUP_PAIR_MIN_K:
+        return PREFILL_ROW_WIDTHS  # (from GROUP_PAIR_MIN_K the K loop commits per K group: no row widths)
     return ()
 
 
@@ -429,6 +445,8 @@ class WgmmaConfig:
             if stages < 2:
                 return None
             base = dataclasses.replace(self, n_run=0, pingpong=False, stages=stages)
+        if base.whole_stages and base.mt * base.tile >= 128:  # per K group by whole stages: the sum would spill
+            base = dataclasses.replace(base, whole_stages=False, shift_pairs=base.items == 1 and bool(base.row_widths))
         twin = dataclasses.replace(base, topk_sum=True, row_widths=base.row_widths if base.items == 1 else ())
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
@@ -597,6 +615,13 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`, 1 more than :data:`WIDE_SEVEN_MIN_TOK_E`,
     0 between or unknown), cached: :func:`gemm_topk_sum` asks on every call."""
     cfg = _shape_wgmma_config(n, k, block_m, rows)
+    # The wide items whose loop commits per K group only on whole stages (commit_per_step) take them where
+    # that measured faster (GROUP_PAIR_MIN_K, GROUP_ONE_BLOCK_MAX_K).
+    pair = cfg.items == 2 and k >= GROUP_PAIR_MIN_K and not cfg.row_widths
+    one_block = cfg.items == 1 and cfg.tile <= GROUP_ONE_BLOCK_MAX_TOKENS and k <= GROUP_ONE_BLOCK_MAX_K
+    if (pair or one_block) and k % cfg.bk == 0 and cfg.commit_per_step and cfg.consumers <= 3 and not (
+            cfg.n_run or cfg.weight_ring):
+        cfg = dataclasses.replace(cfg, whole_stages=True)
     # Whole stages (no K bound in the K loop) where K allows them and the loop commits per K group.
     # Interleaved against the bound checked, bit for bit (docs/optimization.md, session 29): the
     # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
