@@ -11,12 +11,12 @@ date -u; nvidia-smi --query-gpu=name --format=csv,noheader
 cd packages/chord-kernels
 t() { local name=$1 lim=$2; shift 2; timeout $lim python3 -m pytest -q -m gpu -p no:cacheprovider -rf "$@" > $OUT/$name.log 2>&1
       echo "$name rc=$? $(grep -E '^[0-9]+ (passed|failed)|passed|failed' $OUT/$name.log | tail -1)"; grep -E "^FAILED" $OUT/$name.log | cut -c1-200 | head -5; }
-t wgmma 170 -n 4 tests/test_indexed_wgmma_gpu.py tests/test_subnormal_gpu.py
-t grouped 90 -n 2 tests/test_grouped_gpu.py tests/test_indexed_split_tail_gpu.py
+t wgmma 220 -n 3 tests/test_indexed_wgmma_gpu.py tests/test_subnormal_gpu.py
+t grouped 80 -n 2 tests/test_grouped_gpu.py tests/test_indexed_split_tail_gpu.py
 cd ../..
-timeout 130 python3 -m chord_bench --scenarios ep8_tok341 ep8_masked64 ep8_contig256 ep8_contig512 ep8_tok128 --draws uniform \
+timeout 150 python3 -m chord_bench --scenarios ep8_tok341 ep8_masked64 ep8_contig256 ep8_contig512 ep8_tok128 --draws uniform \
    --rep-ms 8 --impls chord-indexed,chord-grouped --peer humming-kernels --no-plot --out $OUT/bench > $OUT/bench.log 2>&1; echo bench rc=$?
-timeout 100 python3 -m chord_bench.layer --rounds 5 --draw uniform --scenarios ep8_tok341 ep8_masked64 tp8_12288 \
+timeout 80 python3 -m chord_bench.layer --rounds 5 --draw uniform --scenarios ep8_tok341 tp8_12288 \
    --out $OUT/layer > $OUT/layer.log 2>&1; echo layer rc=$?
 date -u
 grep -E "^\| (ep8|tp8)_[a-z0-9]+\*? +\|" $OUT/bench/table.md | cut -c1-240 | tail -6
