@@ -76,6 +76,7 @@ __device__ __forceinline__ int2 part_stages(int part, int parts, int num_kc) {
 template <int kThreads, int kItems>
 __device__ __forceinline__ int compact_items(const Args& args, int used, int block_m, uint32_t* list, int* scratch) {
   constexpr int kNumWarps = kThreads / 32;
+  static_assert(kNumWarps <= 32, "a warp's lanes hold the per-warp counts");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   int count = 0;
   int carry = -1;  // the last run start before this chunk
@@ -96,24 +97,33 @@ __device__ __forceinline__ int compact_items(const Args& args, int used, int blo
       }
       if (lane == 31) scratch[kNumWarps + warp] = run;
       __syncthreads();
-      run = max(run, carry);
-      for (int w = 0; w < kNumWarps; ++w) {
-        const int r = scratch[kNumWarps + w];
-        if (w < warp) run = max(run, r);
-        carry = max(carry, r);
+      // Lane w holds warp w's last run start; a max-scan over the lanes gives the warps before this one
+      // and the whole chunk (one shared load per lane: a loop over the warps kept kNumWarps of them live
+      // and spilled the four-warpgroup kernels, ptxas).
+      int warps_run = lane < kNumWarps ? scratch[kNumWarps + lane] : -1;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const int up = __shfl_up_sync(0xffffffffu, warps_run, d);
+        if (lane >= d) warps_run = max(warps_run, up);
       }
+      const int before = __shfl_sync(0xffffffffu, warps_run, warp > 0 ? warp - 1 : 0);
+      run = max(max(run, carry), warp > 0 ? before : -1);
+      carry = max(carry, __shfl_sync(0xffffffffu, warps_run, 31));
       start = valid && (idx - run) % kItems == 0;
     }
     const unsigned mask = __ballot_sync(0xffffffffu, start);
     if (lane == 0) scratch[warp] = __popc(mask);
     __syncthreads();
-    int offset = count, total = 0;
+    // Lane w holds warp w's count; a sum-scan over the lanes gives the items before this warp and the chunk's.
+    const int mine = lane < kNumWarps ? scratch[lane] : 0;
+    int upto = mine;
 #pragma unroll
-    for (int w = 0; w < kNumWarps; ++w) {
-      const int c = scratch[w];
-      offset += w < warp ? c : 0;
-      total += c;
+    for (int d = 1; d < 32; d *= 2) {
+      const int up = __shfl_up_sync(0xffffffffu, upto, d);
+      if (lane >= d) upto += up;
     }
+    const int offset = count + __shfl_sync(0xffffffffu, upto - mine, warp);
+    const int total = __shfl_sync(0xffffffffu, upto, 31);
     if (start) {
       const int pos = offset + __popc(mask & ((1u << lane) - 1u));
       if (pos < args.list_cap) list[pos] = static_cast<uint32_t>(idx) | (static_cast<uint32_t>(expert) << 16);
