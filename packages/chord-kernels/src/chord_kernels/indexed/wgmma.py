@@ -214,8 +214,9 @@ def _row_widths(block_m: int, items: int, mt: int, k: int) -> tuple[int, ...]:
     72- and 80-token blocks (tok_e + 1.9 sigma tiles of 48-64 rows per expert) at 8 and 16 tokens less
     (with runs of N tiles, from 80 tokens, 8 less only), 2-10 % faster per GEMM; the 64 x 2 items at
     :data:`PREFILL_ROW_WIDTHS` above :data:`ROW_WIDTHS_MIN_K` and below :data:`GROUP_PAIR_MIN_K`, where
-    the K loop commits per K step anyway (per-step commits cost the narrower tiles 9-14 %). The whole layer measured 1-10 % faster
-    at 52-341 rows per expert (EP8) and 3072-4096 tokens (TP8), level at 8192 (session 17)."""
+    the K loop commits per K step anyway (per-step commits cost the narrower tiles 9-14 %). The whole
+    layer measured 1-10 % faster at 52-341 rows per expert (EP8) and 3072-4096 tokens (TP8), level at
+    8192 (session 17)."""
     if mt != 2:
         return ()
     if items == 1 and ONE_BLOCK_ROW_WIDTHS_MIN <= block_m < 72:

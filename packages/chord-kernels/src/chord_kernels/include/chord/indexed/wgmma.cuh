@@ -144,8 +144,9 @@ struct WgmmaConfig {
   // buffer per K group (session 24); three, at 128 registers, hold one at 24-32 tokens (session 42).
   // With whole stages (no K bound: two A buffers suffice, session 29) the one-block items, and items of
   // several blocks compiled without row widths or the weight ring, commit per K group at any width:
-  // ptxas pipelines the 72-104-token one-block items and the 64 x 2 items so (session 61; no plan gives
-  // them whole stages yet), not the 64 x 2 items with row widths nor the ring's wide items.
+  // ptxas pipelines the 72-104-token one-block items and the 64 x 2 items so (session 61: planned for the
+  // 64 x 2 gate_up items and the downs' one-block items, wgmma.py GROUP_*), not the 64 x 2 items with row
+  // widths nor the ring's wide items.
   static constexpr bool kGroupCommitsWhole = kWholeStages_ && (kItems_ == 1 || (kRowWidths_ == 0 && !kWeightRing_));
   static constexpr bool kCommitPerStep = (kMT * kTile >= 128 && !kGroupCommitsWhole) || kConsumers_ > 3;
   static constexpr int kOutBN = 64 * kOutMT * kConsumers;   // output channels per N tile
