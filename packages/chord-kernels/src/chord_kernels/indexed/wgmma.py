@@ -447,7 +447,8 @@ class WgmmaConfig:
                 return None
             base = dataclasses.replace(self, n_run=0, pingpong=False, stages=stages)
         if base.whole_stages and base.mt * base.tile >= 128:  # per K group by whole stages: the sum would spill
-            base = dataclasses.replace(base, whole_stages=False, shift_pairs=base.items == 1 and bool(base.row_widths))
+            base = dataclasses.replace(base, whole_stages=False)
+            base = dataclasses.replace(base, shift_pairs=_pairs_shifted(base))
         twin = dataclasses.replace(base, topk_sum=True, row_widths=base.row_widths if base.items == 1 else ())
         return twin if twin.smem_bytes(0) + TOPK_LIST_RESERVE <= twin.per_cta_budget() else None
 
@@ -628,15 +629,20 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
     # tiles), 24 level; the per-step loops 1-15 % slower (four consumer warpgroups 7-15 %), and some
     # of them spill or serialize their wgmmas.
-    # The one-fma form's pairs at bit 4 in place, except on the one-block items with row widths whose
-    # K loop commits per step (the 72-104-token blocks outside TP8's down): there that loop is 1-5 %
-    # slower so, elsewhere it is 1-8 % faster (docs/optimization.md, session 32).
-    shift_pairs = cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run and cfg.commit_per_step
+    shift_pairs = _pairs_shifted(cfg)
     # The split tail where a short launch's sparse last round of long items costs most (TAIL_CUT_PARTS).
     cut = (k >= TAIL_CUT_MIN_K and n >= TAIL_CUT_MIN_N and block_m <= TAIL_CUT_MAX_BLOCK and not cfg.weight_ring
            and not cfg.n_run)
     return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
                                tail_parts=TAIL_CUT_PARTS if cut else 0)
+
+
+def _pairs_shifted(cfg: WgmmaConfig) -> bool:
+    """Whether the one-fma form shifts every nibble pair to bit 0 (``shift_pairs``): on the one-block items
+    with row widths whose K loop commits per step (72-104-token blocks outside TP8's down), where reading the
+    pairs at bit 4 in place made that loop 1-5 % slower; elsewhere in place is 1-8 % faster
+    (docs/optimization.md, session 32)."""
+    return cfg.items == 1 and bool(cfg.row_widths) and not cfg.n_run and cfg.commit_per_step
 
 
 def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
