@@ -113,7 +113,8 @@ K > 256), so that an expert of 151-208 rows is two items of about half its rows 
 Against 64 x 2 items the layer measured 7-8 % faster at 160-171 rows per expert with 96 (TP8 and
 EP8), 4 % at 176; with 104 3-6 % at 180-192 (where 96 was 2 % faster to 3 % slower), 1-3 % slower at
 200 and 10-12 % at 213; one-block items of 112 and 120 tokens lose from 200-213 rows per expert on
-(docs/optimization.md, sessions 22 and 23)."""
+(docs/optimization.md, sessions 22 and 23). Against the 64 x 2 items committing per K group (session 61) the
+layer still measured 2-10 % faster at 160-181 rows per expert, level to 6 % at 185-192 (session 62)."""
 TWO_ITEM_MAX_TOK_E = TWO_ITEM_BLOCKS[-1][0]
 PREFILL_BLOCK = 64
 """Routing block from 86.6 rows per expert (where the tok_e + 1.9 sigma tile passes
