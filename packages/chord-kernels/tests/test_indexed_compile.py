@@ -86,7 +86,6 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
         assert spills == 0, f"{cfg}: {spills} bytes spilled\n{log}"
 
 
-
 def test_wide_items_with_whole_stages_commit_per_k_group() -> None:
     """The 72-104-token one-block items and the 64 x 2 items commit per K step, but with ``whole_stages`` (K
     a multiple of the stage's: no bound in the K loop, two A buffers suffice) per K group (the 64 x 2 items
