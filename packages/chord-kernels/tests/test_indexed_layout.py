@@ -455,6 +455,11 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         assert group.whole_stages and not group.commit_per_step and not group.shift_pairs
         assert group.topk_sum_twin(7168).commit_per_step and not group.topk_sum_twin(7168).whole_stages
     assert choose_wgmma_config(7168, 2048, 104).commit_per_step  # plain 104-token items spill per K group
+    # From K = 4096 the 96- and 104-token items too, with the pairs shifted (session 63); 88 stays per step.
+    for bm in (96, 104):
+        gate_up = choose_wgmma_config(4096, 7168, bm)
+        assert gate_up.whole_stages and not gate_up.commit_per_step and gate_up.shift_pairs and gate_up.row_widths
+    assert choose_wgmma_config(4096, 7168, 88).commit_per_step
     assert choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK).row_widths == ()  # K = 256
     # Whole K stages (no K bound in the loop) where K is a multiple of the stage and the loop commits
     # per K group (runs of N tiles among them): not the per-step loops (row widths, 64 x 2 items, four

@@ -456,24 +456,28 @@ def test_whole_stages_bit_identical(n: int, k: int, block_m: int, silu: bool) ->
 
 @pytest.mark.parametrize(("n", "k", "block_m", "tok_e", "silu"),
                          [(4096, 7168, 80, 64.0, True), (7168, 2048, 80, 64.0, False), (512, 7168, 96, 85.0, True),
-                          (512, 7168, 104, 90.0, True), (7168, 2048, 96, 85.0, False), (4096, 7168, 64, 150.0, True),
-                          (7168, 2048, 64, 150.0, False)],
+                          (512, 7168, 104, 90.0, True), (4096, 7168, 104, 90.0, False), (7168, 2048, 96, 85.0, False),
+                          (4096, 7168, 64, 150.0, True), (7168, 2048, 64, 150.0, False)],
                          ids=["ep8_gate_up_bm80_silu", "ep8_down_bm80", "tp8_gate_up_bm96_silu",
-                              "tp8_gate_up_bm104_silu", "down_bm96", "ep8_gate_up_64x2_silu", "ep8_down_64x2"])
+                              "tp8_gate_up_bm104_silu", "ep8_gate_up_bm104", "down_bm96", "ep8_gate_up_64x2_silu",
+                              "ep8_down_64x2"])
 def test_wide_items_commit_per_k_group_bit_identical(n: int, k: int, block_m: int, tok_e: float, silu: bool) -> None:
     """The 80-104-token one-block items and the 64 x 2 items (without row widths) with whole stages commit
-    per K group (planned since session 61 for the 64 x 2 gate_up and the downs to 96 tokens) and give the
-    bits of their per-step loop (pairs shifted, row widths), part-filled blocks included, poisoned outputs."""
+    per K group (planned since session 61 for the 64 x 2 gate_up and the downs to 96 tokens, since session 63
+    for the 96- and 104-token gate_up with the pairs shifted) and give the bits of their per-step loop (pairs
+    shifted, row widths), the pairs in place or shifted, part-filled blocks included, poisoned outputs."""
     planned = choose_wgmma_config(n, k, block_m, tok_e)
     per_step = dataclasses.replace(planned, whole_stages=False, shift_pairs=planned.items == 1,
                                    row_widths=planned.row_widths or PREFILL_ROW_WIDTHS)
     per_group = dataclasses.replace(planned, whole_stages=True, shift_pairs=False,
                                     row_widths=planned.row_widths if planned.items == 1 else ())
-    assert per_step.commit_per_step and not per_group.commit_per_step and planned in (per_step, per_group)
-    outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, [per_step, per_group], seed=61 + block_m + silu)
-    assert not outs[1].isnan().any()
-    assert _rel_err(outs[1], ref) <= REL_TOL
-    assert torch.equal(outs[0], outs[1]), "per-K-group commits changed the result"
+    configs = [per_step, per_group] + [dataclasses.replace(per_group, shift_pairs=True)] * (planned.items == 1)
+    assert per_step.commit_per_step and not any(c.commit_per_step for c in configs[1:]) and planned in configs
+    outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, configs, seed=61 + block_m + silu)
+    for out in outs[1:]:
+        assert not out.isnan().any()
+        assert _rel_err(out, ref) <= REL_TOL
+        assert torch.equal(outs[0], out), "per-K-group commits changed the result"
 
 
 def test_whole_stages_refuse_a_short_last_stage() -> None:

@@ -373,5 +373,7 @@ def kernels(arch: str) -> list[CudaKernel]:
                 found[cfg] = None
                 if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
-    # Each with its one-fma twin, for weights whose scales are all below 2^-5.
-    return [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]
+    # Each with its one-fma twin, for weights whose scales are all below 2^-5; each source once (``shift_pairs``
+    # shows in the source only in the one-fma form).
+    kernels = [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]
+    return list({k.source: k for k in kernels}.values())

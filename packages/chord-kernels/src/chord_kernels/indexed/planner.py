@@ -355,5 +355,6 @@ def default_configs(arch: str = DEFAULT_ARCH) -> list[KernelConfig]:
 
 def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
     """The family's precompile hook (:mod:`chord_kernels.families`): the kernels of
-    :func:`default_configs`."""
-    return [cfg.kernel() for cfg in default_configs(arch)]
+    :func:`default_configs`, each source once (a configuration's ``shift_pairs`` shows in the source only in
+    the one-fma form: a gate_up and a down configuration can give one kernel)."""
+    return list({k.source: k for k in (cfg.kernel() for cfg in default_configs(arch))}.values())

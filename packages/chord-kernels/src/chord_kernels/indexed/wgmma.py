@@ -121,6 +121,12 @@ GROUP_ONE_BLOCK_MAX_TOKENS = 96
 """The widest one-block item committing per K group below :data:`GROUP_ONE_BLOCK_MAX_K` (at 104 the plain
 and tensor-copy items spill 4 bytes: ptxas)."""
 
+GROUP_SHIFTED_MIN_TOKENS = 96
+"""From K = 4096 (gate_up) the one-block items of this many tokens and more (96 and 104) commit per K group on
+whole stages with their nibble pairs shifted to bit 0 (:func:`_pairs_shifted`; docs/optimization.md, session 63:
+interleaved on an H100, bit for bit, 4.0-4.6 % faster at 104 tokens, -1.8 to +0.9 % at 96; with the pairs in
+place that loop was 1-6 % slower). At 72-88 tokens not measured; the downs stay as they are (96: -1.6 to +1.5 %)."""
+
 FOUR_CONSUMER_MIN_K = 4096
 """From this K on (Kimi's gate_up GEMMs, K = 7168) the items of blocks of up to
 :data:`FOUR_CONSUMER_MAX_TOKENS` tokens on 256-K stages run four consumer warpgroups of two 64-channel
@@ -618,10 +624,11 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     0 between or unknown), cached: :func:`gemm_topk_sum` asks on every call."""
     cfg = _shape_wgmma_config(n, k, block_m, rows)
     # The wide items whose loop commits per K group only on whole stages (commit_per_step) take them where
-    # that measured faster (GROUP_PAIR_MIN_K, GROUP_ONE_BLOCK_MAX_K).
+    # that measured faster (GROUP_PAIR_MIN_K, GROUP_ONE_BLOCK_MAX_K, GROUP_SHIFTED_MIN_TOKENS).
     pair = cfg.items == 2 and k >= GROUP_PAIR_MIN_K and not cfg.row_widths
     one_block = cfg.items == 1 and cfg.tile <= GROUP_ONE_BLOCK_MAX_TOKENS and k <= GROUP_ONE_BLOCK_MAX_K
-    if (pair or one_block) and k % cfg.bk == 0 and cfg.commit_per_step and cfg.consumers <= 3 and not (
+    shifted = cfg.items == 1 and cfg.tile >= GROUP_SHIFTED_MIN_TOKENS and k >= GROUP_PAIR_MIN_K and bool(cfg.row_widths)
+    if (pair or one_block or shifted) and k % cfg.bk == 0 and cfg.commit_per_step and cfg.consumers <= 3 and not (
             cfg.n_run or cfg.weight_ring):
         cfg = dataclasses.replace(cfg, whole_stages=True)
     # Whole stages (no K bound in the K loop) where K allows them and the loop commits per K group.
@@ -629,7 +636,7 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # 32-56-token items 3-5 % faster (EP8's gate_up and down, TP8's gate_up, TP8's down in runs of N
     # tiles), 24 level; the per-step loops 1-15 % slower (four consumer warpgroups 7-15 %), and some
     # of them spill or serialize their wgmmas.
-    shift_pairs = _pairs_shifted(cfg)
+    shift_pairs = _pairs_shifted(cfg) or (shifted and cfg.whole_stages)
     # The split tail where a short launch's sparse last round of long items costs most (TAIL_CUT_PARTS).
     cut = (k >= TAIL_CUT_MIN_K and n >= TAIL_CUT_MIN_N and block_m <= TAIL_CUT_MAX_BLOCK and not cfg.weight_ring
            and not cfg.n_run)
