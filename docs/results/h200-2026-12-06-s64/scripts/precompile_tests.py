@@ -1,7 +1,9 @@
 """Compile on the CPU the kernels of test_indexed_wgmma_gpu.py's whole-stage and per-K-group bit-identity tests
 (their configurations as the tests build them, every capacity their routing can give, both scale forms), so the
 device compiles none. argv: [threads]"""
-import dataclasses, sys, types
+import dataclasses
+import sys
+import types
 from concurrent.futures import ThreadPoolExecutor
 
 from chord_kernels.indexed.api import launch_plan
