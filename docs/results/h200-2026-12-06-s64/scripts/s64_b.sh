@@ -4,7 +4,8 @@
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site:$(pwd)/packages/chord-kernels/src:$(pwd)/packages/chord-bench/src PYTHONUNBUFFERED=1
 export CHORD_CACHE_DIR=$(pwd)/.dev/cache63 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-[ -d .dev/cache63 ] || { tar -C .dev -xJf .dev/s63/cache63.tar.xz; tar -C .dev/cache63 -xJf .dev/s63/cache63b.tar.xz; }
+[ -d .dev/cache63 ] || { tar -C .dev -xJf .dev/s63/cache63.tar.xz; tar -C .dev/cache63 -xJf .dev/s63/cache63b.tar.xz
+  tar -C .dev/cache63 -xJf .dev/s64/cache64.tar.xz; }
 date -u; nvidia-smi --query-gpu=name,memory.total,clocks.sm,power.draw --format=csv,noheader; git log --oneline -1
 timeout 250 python3 -m chord_bench.layer --rounds 5 --draw uniform --scenarios tp8_1024 tp8_8192 ep8_tok12 ep8_tok43 \
    ep8_tok128 ep8_tok341 ep8_masked16 ep8_masked32 --out $OUT/layer > $OUT/layer.log 2>&1; echo layer rc=$?
