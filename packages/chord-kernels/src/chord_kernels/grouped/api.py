@@ -51,7 +51,7 @@ from chord_kernels.indexed.planner import (
 )
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, block_rows_wide_config, block_rows_wide_configs
-from chord_kernels.jit import CudaKernel
+from chord_kernels.jit import CudaKernel, distinct_sources
 from chord_kernels.packed import PackedWeight
 from chord_kernels.routing import CONTIGUOUS_ALIGNMENT
 
@@ -375,5 +375,4 @@ def kernels(arch: str) -> list[CudaKernel]:
                     found[dataclasses.replace(cfg, silu_mul=True)] = None
     # Each with its one-fma twin, for weights whose scales are all below 2^-5; each source once (``shift_pairs``
     # shows in the source only in the one-fma form).
-    kernels = [c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found))]
-    return list({k.source: k for k in kernels}.values())
+    return distinct_sources(c.kernel() for c in (*found, *(dataclasses.replace(c, subnormal=True) for c in found)))

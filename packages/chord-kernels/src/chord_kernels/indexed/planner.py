@@ -38,7 +38,7 @@ from chord_kernels.indexed.heuristics import (
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
 from chord_kernels.indexed.workspace import WorkspaceLayout
-from chord_kernels.jit import DEFAULT_ARCH, SUPPORTED_ARCHS, CudaKernel
+from chord_kernels.jit import DEFAULT_ARCH, SUPPORTED_ARCHS, CudaKernel, distinct_sources
 from chord_kernels.packed import PackedWeight
 
 KernelConfig = DecodeConfig | WgmmaConfig
@@ -357,4 +357,4 @@ def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
     """The family's precompile hook (:mod:`chord_kernels.families`): the kernels of
     :func:`default_configs`, each source once (a configuration's ``shift_pairs`` shows in the source only in
     the one-fma form: a gate_up and a down configuration can give one kernel)."""
-    return list({k.source: k for k in (cfg.kernel() for cfg in default_configs(arch))}.values())
+    return distinct_sources(cfg.kernel() for cfg in default_configs(arch))

@@ -6,7 +6,16 @@ use it are listed in :mod:`chord_kernels.families`, which also owns ``precompile
 """
 
 from chord_kernels.jit.args import ArgStruct, Field
-from chord_kernels.jit.kernel import CudaKernel, KernelArg, compile_all, f32, i32, i64, u32
+from chord_kernels.jit.kernel import (
+    CudaKernel,
+    KernelArg,
+    compile_all,
+    distinct_sources,
+    f32,
+    i32,
+    i64,
+    u32,
+)
 from chord_kernels.jit.nvcc import DEFAULT_ARCH, SUPPORTED_ARCHS, find_nvcc
 
 __all__ = [
@@ -17,6 +26,7 @@ __all__ = [
     "Field",
     "KernelArg",
     "compile_all",
+    "distinct_sources",
     "f32",
     "find_nvcc",
     "i32",

@@ -200,6 +200,12 @@ COMPILE_WORKERS = 8
 core for tens of seconds on a WGMMA kernel, and eight ranks of one host may compile together."""
 
 
+def distinct_sources(kernels: Iterable[CudaKernel]) -> list[CudaKernel]:
+    """``kernels`` with each source once, in order: configurations that differ only in what their source does
+    not show give one kernel."""
+    return list({kernel.source: kernel for kernel in kernels}.values())
+
+
 def compile_all(kernels: Iterable[CudaKernel], arch: str | None = None) -> list[Path]:
     """Compile (or find in the cache) every kernel for ``arch`` (a kernel's own ``arch`` first, as
     at launch), several nvcc at a time; returns their cubins in order. Needs nvcc, not a GPU."""
