@@ -99,10 +99,11 @@ def test_masked_matches_reference(case: tuple) -> None:
     assert torch.equal(outs[0][real], outs[1][real]), "repeated runs differ"
 
 
-IN_KERNEL_EXPECTED_M = (2, 6, 16, 43, 64, 100, 130, 200)
+IN_KERNEL_EXPECTED_M = (2, 6, 16, 43, 64, 100, 130, 145, 200)
 """Rows per group that plan, at N 512 / K 2048, decode blocks of 8 and 16 and WGMMA blocks of 32,
-56, 80, 64 x 2 (dynamic schedule: K >= 2048) and, at 130, the wide items (24-row blocks, weight
-ring; at K <= 2048 six blocks compiled at four widths)."""
+56, 80, 64 x 2 (dynamic schedule: K >= 2048) and the wide items (weight ring): at 130 up to ten
+16-row blocks compiled at three widths, at 145 24-row blocks (at K <= 2048 six compiled at four
+widths)."""
 
 
 @pytest.mark.parametrize("expected_m", IN_KERNEL_EXPECTED_M)

@@ -18,6 +18,7 @@ from chord_kernels.indexed.layout import (
     atom_positions,
     tiles_have_small_scales,
 )
+from chord_kernels.indexed.wgmma import wide16_config
 from chord_kernels.packed import PackedWeight, available_layouts
 
 
@@ -206,9 +207,12 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 87) == 64
     assert choose(pw, 48 * 96) == 64
     assert choose(pw, 48 * 120) == 64
-    # ... 24-row blocks, up to seven per work item, above 120 and up to 150 ...
-    assert choose(pw, 48 * 121) == 24
-    assert choose(pw, 6144) == 24     # ep8_tok128
+    # ... 16-row blocks, up to ten per work item, above 120 and up to 136 (fewer than 256 experts),
+    # 24-row blocks, up to seven per work item, up to 150 ...
+    assert choose(pw, 48 * 121) == 16
+    assert choose(pw, 6144) == 16     # ep8_tok128
+    assert choose(pw, 48 * 136) == 16
+    assert choose(pw, 48 * 136 + 1) == 24
     assert choose(pw, 48 * 150) == 24
     # ... 96-row blocks, one per work item, above 150 and up to 176 ...
     assert choose(pw, 48 * 151) == 96
@@ -233,7 +237,7 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 9600 * 8) == 64  # tok_e 200
     assert choose(tp8, 4096 * 8) == 104  # tok_e 85
     assert choose(tp8, 4608 * 8) == 64  # tok_e 96
-    assert choose(tp8, 6144 * 8) == 24  # tok_e 128
+    assert choose(tp8, 6144 * 8) == 24  # tok_e 128: the 24-row wide items with many experts
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
     assert choose(bw, 768) == 24
@@ -411,6 +415,13 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 150.0) == down_seven
     assert config_for_rows(7168, 2048, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 12.0).items == 2
+    # 16-token blocks beyond 120 rows per expert: the wide items of up to ten blocks, rows gathered.
+    wide16 = config_for_rows(4096, 7168, heuristics.WIDE16_BLOCK, "sm_90a", 128.0)
+    assert wide16 == wide16_config(4096, 7168) and wide16 in configs_for(4096, 7168, 16, "sm_90a")
+    assert (wide16.items, wide16.widths, wide16.weight_ring, wide16.tma_rows) == (10, (8, 9, 10), True, False)
+    assert config_for_rows(7168, 2048, 16, "sm_90a", 130.0) == wide16_config(7168, 2048)
+    assert config_for_rows(4096, 7168, 16, "sm_90a", heuristics.WIDE_MIN_TOK_E) is None
+    assert config_for_rows(4096, 7168, 16, "sm_100a", 128.0) is None
     # Below K = 2048 (TP8's down) the one-block 24-token items are the decode kernel's.
     decode24 = heuristics.short_k_config(7168, heuristics.WIDE_BLOCK)
     assert (decode24.block_n, decode24.ctas_per_sm, decode24.schedule) == (256, 2, "strided")
@@ -431,7 +442,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     decode16 = heuristics.short_k_config(7168, 16)
     assert decode16.row_widths and not decode24.row_widths and not decode32.row_widths
     assert dataclasses.replace(decode16, block_m=24, row_widths=False) == decode24
-    assert configs_for(7168, 256, 16, "sm_90a") == (decode16,)
+    # (and beyond 120 rows per expert, where 16-token blocks are the wide items of ten)
+    assert configs_for(7168, 256, 16, "sm_90a") == (decode16, wide16_config(7168, 256))
     assert cached_plan(7168, 256, 16, 4000, 132, "sm_90a", None).config == decode16
     assert decode16 not in configs_for(7168, 256, 16, "sm_100a")  # Blackwell keeps choose_config's
     assert heuristics.short_k_config(2048, 16) is None and heuristics.short_k_config(7168, 8) is None

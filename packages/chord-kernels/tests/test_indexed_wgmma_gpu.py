@@ -15,7 +15,12 @@ import chord_kernels
 from chord_kernels import reference
 from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
-from chord_kernels.indexed.wgmma import PREFILL_ROW_WIDTHS, WgmmaConfig, choose_wgmma_config
+from chord_kernels.indexed.wgmma import (
+    PREFILL_ROW_WIDTHS,
+    WgmmaConfig,
+    choose_wgmma_config,
+    wide16_config,
+)
 from chord_kernels.routing import align_block_size
 
 pytestmark = pytest.mark.gpu
@@ -57,6 +62,19 @@ WCASES = [
     WCase(Case("tp8_gate_up_wide_tok85", 384, 512, 7168, 4096, 8, block_m=24)),
     WCase(Case("wide_hot_expert_weighted", 4, 200, 512, 500, 1, block_m=24, routing="hot", weighted=True)),
     WCase(Case("tp8_down_wide_tok128_weighted", 384, 7168, 256, 6144, 8, block_m=24, weighted=True)),
+    # The wide items on 16-token blocks (up to ten per item, K loops at 8, 9, 10 blocks): the Kimi EP8
+    # GEMMs at 128 and 150 rows per expert (runs past ten blocks split, their rest at width 8); a hot
+    # expert, and experts of 1-4 blocks under an expert map (run at width 8), with a partial last N
+    # tile and an odd K; TP8's down (K = 256: two 128-K stages).
+    WCase(Case("ep8_gate_up_wide16_tok128", 48, 4096, 7168, 6144, 1, block_m=16), wide16_config(4096, 7168)),
+    WCase(Case("ep8_down_wide16_tok150_weighted", 48, 7168, 2048, 48 * 150, 1, block_m=16, weighted=True),
+          wide16_config(7168, 2048)),
+    WCase(Case("wide16_hot_expert_edges", 16, 200, 1056, 600, 2, block_m=16, routing="hot", weighted=True),
+          wide16_config(200, 1056)),
+    WCase(Case("wide16_mapped_edges", 16, 200, 1056, 1200, 2, block_m=16, routing="mapped"),
+          wide16_config(200, 1056)),
+    WCase(Case("tp8_down_wide16_weighted", 384, 7168, 256, 6144, 8, block_m=16, weighted=True),
+          wide16_config(7168, 256)),
     # Odd K groups (3: the tail group, half a 64-K tile), N not a multiple of 64 / 16 / 8.
     WCase(Case("odd_bm8", 5, 40, 96, 7, 3, block_m=8)),
     WCase(Case("odd_bm24_weighted", 5, 72, 160, 11, 2, block_m=24, weighted=True)),

@@ -28,6 +28,8 @@ __all__ = [
     "TWO_ITEM_MAX_TOK_E",
     "WGMMA_BLOCK_MS",
     "WGMMA_PROFILES",
+    "WIDE16_BLOCK",
+    "WIDE16_MAX_TOK_E",
     "WIDE_BLOCK",
     "DecodeConfig",
     "block_ms_for",
@@ -105,6 +107,16 @@ WIDE_MIN_TOK_E = 120.0
 EP8's and TP8's shapes, 5-12 % slower at 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
+WIDE16_BLOCK = 16
+"""Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE16_MAX_TOK_E` rows per expert for fewer than
+:data:`MANY_EXPERTS` experts (EP8's 48): up to ten blocks of an expert per work item, the K loop
+compiled at 128, 144 and 160 tokens (:func:`~chord_kernels.indexed.wgmma.wide16_config`, the grouped
+contiguous mode's wide items with the rows gathered), so that an expert of up to 128 rows computes 128
+where the 24-token items compute 144. Interleaved against them on Kimi's EP8 GEMMs, the same bits
+(docs/optimization.md, session 65): gate_up with SiLU fused 0.3-1.8 % faster at 121-136 rows per
+expert, the down from routing-order rows 1.4-8 % faster; level at 140, 4 % slower at 144-149."""
+WIDE16_MAX_TOK_E = 136.0
+"""The last rows per expert of :data:`WIDE16_BLOCK` (measured at 121, 124, 128, 132, 136, 140, 144, 149)."""
 TWO_ITEM_BLOCKS = ((176.0, 96), (192.0, 104))
 """Routing blocks beyond :data:`WIDE_MAX_TOK_E` rows per expert, as (up to this tok_e, block): one
 block per work item (256-wide K stages, the K loop also compiled 8 tokens narrower, and 16 where
@@ -165,7 +177,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert, and on while it is at most
     :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except
     :data:`WIDE_BLOCK` (up to seven per work item) from :data:`WIDE_MIN_TOK_E` to
-    :data:`WIDE_MAX_TOK_E` and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
+    :data:`WIDE_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to :data:`WIDE16_MAX_TOK_E` for fewer than
+    :data:`MANY_EXPERTS` experts) and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -185,7 +198,7 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             block = max(32, tile)
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
         if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
-            return WIDE_BLOCK
+            return WIDE16_BLOCK if not many and tok_e <= WIDE16_MAX_TOK_E else WIDE_BLOCK
         if tok_e > WIDE_MAX_TOK_E:
             return next((block for up_to, block in TWO_ITEM_BLOCKS if tok_e <= up_to), PREFILL_BLOCK)
         return PREFILL_BLOCK

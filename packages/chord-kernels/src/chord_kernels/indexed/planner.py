@@ -29,14 +29,16 @@ from chord_kernels.errors import ChordInputError, ChordUnsupportedError
 from chord_kernels.indexed.decode import BLOCK_MS, LIST_CAP_LIMIT, DecodeConfig
 from chord_kernels.indexed.heuristics import (
     WGMMA_BLOCK_MS,
+    WIDE16_BLOCK,
     WIDE_BLOCK,
+    WIDE_MIN_TOK_E,
     choose_config,
     choose_schedule,
     general_config,
     short_k_config,
 )
 from chord_kernels.indexed.wgmma import ARCH as WGMMA_ARCH
-from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config
+from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config, wide16_config
 from chord_kernels.indexed.workspace import WorkspaceLayout
 from chord_kernels.jit import DEFAULT_ARCH, SUPPORTED_ARCHS, CudaKernel, distinct_sources
 from chord_kernels.packed import PackedWeight
@@ -267,10 +269,13 @@ def config_for_rows(n: int, k: int, block_m: int, arch: str, tok_e: float) -> Ke
     where that differs from its default (at 24-token blocks: items of one block, two for gate_up,
     up to ``WIDE_MIN_TOK_E`` rows, on the decode kernel below :data:`WGMMA_ONE_BLOCK_MIN_K`; the down
     GEMMs' seven-block wide items beyond ``WIDE_SEVEN_MIN_TOK_E``; at 16-token blocks the decode
-    kernel's wide tiles up to :data:`DECODE_BLOCK16_MAX_TOK_E` rows), else None. Only 16- and 24-token
+    kernel's wide tiles up to :data:`DECODE_BLOCK16_MAX_TOK_E` rows, and beyond ``WIDE_MIN_TOK_E`` the
+    WGMMA kernel's wide items of up to ten blocks, ``wide16_config``), else None. Only 16- and 24-token
     blocks depend on it: every other block size returns None at once (``gemm`` asks on every launch)."""
     if block_m == 16 and tok_e <= DECODE_BLOCK16_MAX_TOK_E and _uses_wgmma(n, k, block_m, arch):
         return short_k_config(n, block_m)  # None where N has no wide tiles
+    if block_m == WIDE16_BLOCK and tok_e > WIDE_MIN_TOK_E and arch == WGMMA_ARCH:
+        return wide16_config(n, k)
     if block_m != WIDE_BLOCK or not _uses_wgmma(n, k, block_m, arch):
         return None
     cfg = _rows_config(n, k, block_m, tok_e)
@@ -282,17 +287,18 @@ def configs_for(n: int, k: int, block_m: int, arch: str) -> tuple[KernelConfig, 
     """Every configuration :func:`plan` may return for this shape, whatever the routing capacity
     and SM count (what ``prepare`` loads and ``precompile`` builds)."""
     check_block_m(block_m, arch)
+    by_rows = [*filter(None, (config_for_rows(n, k, block_m, arch, tok_e) for tok_e in (0.0, math.inf)))]
     if _uses_wgmma(n, k, block_m, arch):
         found = [_rows_config(n, k, block_m, tok_e) for tok_e in (None, 0.0, math.inf)]
-        return tuple(dict.fromkeys([*found, *filter(None, [config_for_rows(n, k, block_m, arch, 0.0)])]))
+        return tuple(dict.fromkeys([*found, *by_rows]))
     wide = _short_k_config(n, k, block_m, arch)
     if wide is not None:
-        return (wide,)
+        return (wide, *by_rows)
     cfg = choose_config(n, k, block_m)
     found = [cfg, general_config(block_m)]
     if cfg.schedule == "balanced":
         found.append(dataclasses.replace(cfg, schedule="strided"))  # what choose_schedule may switch to
-    return tuple(dict.fromkeys(found))
+    return tuple(dict.fromkeys([*found, *by_rows]))
 
 
 @functools.lru_cache(maxsize=1024)

@@ -724,3 +724,11 @@ def _block_rows_wide(n: int, k: int, block: int, items: int, widths: tuple[int, 
 def block_rows_wide_configs(n: int, k: int) -> tuple[WgmmaConfig, ...]:
     """Every configuration :func:`block_rows_wide_config` may return for this shape."""
     return tuple(_block_rows_wide(n, k, *shape) for _, *shape in BLOCK_ROWS_WIDE)
+
+
+@functools.lru_cache(maxsize=64)
+def wide16_config(n: int, k: int) -> WgmmaConfig:
+    """The wide items on 16-token routing blocks (``heuristics.WIDE16_BLOCK``): the first shape of
+    :data:`BLOCK_ROWS_WIDE` (up to ten blocks, K loops at 8, 9 and 10) with the rows gathered."""
+    _, block, items, widths = BLOCK_ROWS_WIDE[0]
+    return _wide_items(n, k, block, items, widths, WIDE_CONSUMER_REGS)
