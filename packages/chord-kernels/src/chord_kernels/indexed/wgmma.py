@@ -21,6 +21,7 @@ from chord_kernels.indexed.args import ARGS, prelude
 from chord_kernels.indexed.heuristics import (
     DYNAMIC_MIN_K,
     PREFILL_BLOCK,
+    WIDE16_BLOCK,
     WIDE_BLOCK,
     WIDE_MIN_TOK_E,
 )
@@ -728,7 +729,7 @@ def block_rows_wide_configs(n: int, k: int) -> tuple[WgmmaConfig, ...]:
 
 @functools.lru_cache(maxsize=64)
 def wide16_config(n: int, k: int) -> WgmmaConfig:
-    """The wide items on 16-token routing blocks (``heuristics.WIDE16_BLOCK``): the first shape of
-    :data:`BLOCK_ROWS_WIDE` (up to ten blocks, K loops at 8, 9 and 10) with the rows gathered."""
-    _, block, items, widths = BLOCK_ROWS_WIDE[0]
-    return _wide_items(n, k, block, items, widths, WIDE_CONSUMER_REGS)
+    """The wide items on :data:`~chord_kernels.indexed.heuristics.WIDE16_BLOCK`-token routing blocks: that
+    block's shape in :data:`BLOCK_ROWS_WIDE` (up to ten blocks, K loops at 8, 9 and 10) with the rows gathered."""
+    items, widths = next(shape for _, block, *shape in BLOCK_ROWS_WIDE if block == WIDE16_BLOCK)
+    return _wide_items(n, k, WIDE16_BLOCK, items, widths, WIDE_CONSUMER_REGS)
