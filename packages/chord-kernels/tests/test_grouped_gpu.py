@@ -173,7 +173,7 @@ def test_contiguous_tensor_copies_are_the_gathered_rows(case: tuple) -> None:
     with pytest.raises(ChordInputError, match="loads each routing block as consecutive rows of a"):
         plan = indexed.plan(w_indexed, block_m=block_m, capacity=a.shape[0] // block_m)
         indexed.gemm(a, w_indexed, *grouped.contiguous_routing(c.m_indices, block_m), block_m=block_m, top_k=1,
-                     config=dataclasses.replace(plan.config, tma_rows=True))
+                     config=plan.config.with_tma_rows())
 
 
 @pytest.mark.parametrize("expected_m", (6, 43, 200))

@@ -31,7 +31,7 @@ def test_default_configs_compile_without_spills(arch: str) -> None:
     # The opt-in top-k-sum twins of the Kimi down GEMMs' WGMMA configurations.
     configs += [c.topk_sum_twin(7168) for c in configs if isinstance(c, WgmmaConfig) and c.topk_sum_twin(7168)]
     # The grouped modes' tensor-copy twins (one of each item shape: their producers differ).
-    configs += [dataclasses.replace(c, tma_rows=True) for c in configs
+    configs += [c.with_tma_rows() for c in configs
                 if isinstance(c, WgmmaConfig) and c.block_m in (16, 24, 32, 64, 80) and not c.topk_sum]
     kernels = [CudaKernel(name="indexed_decode_check", source=cfg.source(), entry=cfg.kernel().entry,
                           flags=("-Xptxas", "-v")) for cfg in configs]
@@ -72,7 +72,7 @@ def test_split_tail_twins_compile_without_serialized_wgmmas() -> None:
              silu_mul_twin(choose_wgmma_config(4096, 7168, 64, 128.0), 4096),
              silu_mul_twin(choose_wgmma_config(4096, 7168, 56, 43.0), 4096),
              choose_wgmma_config(7168, 2048, 24, 16.0), choose_wgmma_config(7168, 2048, 64, 128.0).topk_sum_twin(7168)]
-    plans += [dataclasses.replace(c, tma_rows=True) for c in (plans[1], choose_wgmma_config(7168, 2048, 64, None))]
+    plans += [c.with_tma_rows() for c in (plans[1], choose_wgmma_config(7168, 2048, 64, None))]
     assert all(c.reads_contiguous_rows for c in plans[-2:])
     configs = [dataclasses.replace(c, tail_parts=8, subnormal=sub) for c in plans for sub in (False, True)]
     configs += [dataclasses.replace(c, tail_parts=c.items, tail_blocks=True, subnormal=True)  # (none spills)
@@ -100,7 +100,7 @@ def test_wide_items_with_whole_stages_commit_per_k_group() -> None:
     assert any(c.whole_stages for c in planned) and any(c.commit_per_step for c in planned)
     variants = [dataclasses.replace(c, whole_stages=True, shift_pairs=False, row_widths=c.row_widths if c.items == 1 else ())
                 for c in planned if c.silu_mul or c.block_m <= 96]
-    variants += [dataclasses.replace(c, tma_rows=True) for c in variants if not c.silu_mul or c.items > 1]
+    variants += [c.with_tma_rows() for c in variants if not c.silu_mul or c.items > 1]
     variants += [dataclasses.replace(c, tail_parts=2, tail_blocks=True) for c in variants if c.items > 1 and c.tma_rows]
     variants = list(dict.fromkeys(variants))  # the planned whole-stage items are their own variants
     assert len(variants) == 38 and not any(c.commit_per_step for c in variants)

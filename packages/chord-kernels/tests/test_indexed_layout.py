@@ -399,7 +399,9 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             WgmmaConfig(block_m=24, mt=2, bk=128, stages=3, items=6, weight_ring=True, widths=widths)
     # Registers moved from the producer to the consumers: a template argument only when not the default.
     seven = choose_wgmma_config(4096, 7168, heuristics.WIDE_BLOCK)
-    assert seven.compiled_widths == (6, 7) and seven.template_args().endswith(", 96u, 224")
+    assert seven.compiled_widths == (6, 7) and seven.cta_pair  # gate_up: in CTA pairs, every argument spelled
+    assert seven.template_args().endswith(", 96u, 224, 0u, 0, false, false, false, false, 0, false, true")
+    assert dataclasses.replace(seven, cta_pair=False).template_args().endswith(", 96u, 224")
     # The down GEMMs take seven-block items from WIDE_SEVEN_MIN_TOK_E rows per expert, and 24-token
     # blocks up to WIDE_MIN_TOK_E rows are one block per item on 256-K stages (gate_up's two; the plan's
     # configs_for lists all three, so prepare() loads them); nothing else depends on tok_e.

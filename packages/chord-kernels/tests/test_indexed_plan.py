@@ -19,8 +19,10 @@ from chord_kernels.indexed.planner import config_for_rows, configs_for, silu_mul
 from chord_kernels.indexed.wgmma import (
     TAIL_CUT_MAX_BLOCK,
     TAIL_CUT_PARTS,
+    WgmmaConfig,
     block_rows_wide_configs,
     choose_wgmma_config,
+    wide16_config,
 )
 from chord_kernels.indexed.workspace import (
     COUNTER_BYTES,
@@ -64,6 +66,7 @@ def test_plans_fit_the_gpu_and_the_work(n: int, k: int, block_m: int, capacity: 
         assert plan.list_cap in (0, capacity)
         assert capacity <= LIST_CAP_LIMIT or plan.list_cap == 0
     assert 1 <= plan.grid <= min(SMS * cfg.ctas_per_sm, capacity * cfg.ntiles(n))
+    assert plan.grid % cfg.cluster == 0  # whole clusters (cta_pair: two CTAs)
     assert plan.threads == cfg.threads
     assert plan.workspace == cfg.workspace(plan.grid)
     assert plan.workspace_bytes <= indexed.max_workspace_bytes(_weight(n, k), num_sms=SMS, arch="sm_90a")
@@ -466,3 +469,30 @@ def test_moe_experts_checks_its_inputs_before_touching_cuda():
     routing = (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded)
     with pytest.raises(ChordInputError, match="hidden: expected a tensor on cuda, got one on cpu"):
         indexed.moe_experts(torch.randn(2, 256).bfloat16(), w13, w2, routing, torch.rand(2, 2), ids, block_m=16)
+
+
+def test_wide_gate_up_items_run_in_cta_pairs() -> None:
+    """From K = 4096 (the gate_up GEMMs) the wide items of the weight ring (16 x 10 under EP, 24 x 7) gathering
+    their rows run in clusters of two CTAs (session 66); not the downs, the tensor-copy twins, the items on
+    256-K stages, nor an odd number of N tiles. A paired launch is whole clusters and its kernel declares them."""
+    wide = {wide16_config(4096, 7168): 4096, choose_wgmma_config(4096, 7168, 24, 140.0): 4096,
+            choose_wgmma_config(512, 7168, 24, 145.0): 512}
+    for cfg, n in wide.items():
+        assert cfg.cta_pair and cfg.cluster == 2 and cfg.weight_ring and cfg.dynamic, cfg
+        assert not api._tma_rows_twin(cfg).cta_pair
+        assert "__cluster_dims__(2, 1, 1)" in cfg.source()
+        for capacity in (1, 7, 500):
+            launch = _plan(n, 7168, cfg.block_m, capacity, config=cfg)
+            assert launch.grid % 2 == 0 and 2 <= launch.grid <= min(SMS, capacity * cfg.ntiles(n))
+    assert silu_mul_twin(wide16_config(4096, 7168), 4096).cta_pair
+    assert config_for_rows(4096, 7168, 16, "sm_90a", 128.0).cta_pair  # the EP8 plan at 121-136 rows per expert
+    assert not wide16_config(7168, 2048).cta_pair  # the down: K = 2048
+    assert not choose_wgmma_config(7168, 2048, 24, 145.0).cta_pair
+    for block_m, tok_e in ((56, 43.0), (80, 64.0), (96, 170.0), (64, 341.0), (24, 14.0)):
+        assert not choose_wgmma_config(4096, 7168, block_m, tok_e).cta_pair  # 256-K stages
+    assert not choose_wgmma_config(1280, 7168, 24, 128.0).cta_pair  # five 256-row N tiles
+    assert "__cluster_dims__" not in choose_wgmma_config(4096, 7168, 56, 43.0).source()
+    with pytest.raises(ChordInputError, match="cta_pair: expected gathered rows"):
+        WgmmaConfig(56, 2, 256, 3, tma_rows=True, cta_pair=True)
+    with pytest.raises(ChordInputError, match="cta_pair: expected gathered rows"):
+        WgmmaConfig(56, 2, 256, 3, tail_parts=8, cta_pair=True)

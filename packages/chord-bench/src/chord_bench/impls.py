@@ -301,7 +301,7 @@ class ChordIndexedImpl(Implementation):
             a = problem.a_flat()[entries.clamp(max=slots - 1)]  # padding entries: any row, never stored
             out = torch.empty(slots, problem.shape.n, dtype=torch.bfloat16, device=device)
             topk_weights = None if problem.topk_weights is None else problem.topk_weights.reshape(-1).contiguous()
-            cfg = dataclasses.replace(cfg, tma_rows=True)  # what gemm launches for rows in routing order
+            cfg = cfg.with_tma_rows()  # what gemm launches for rows in routing order
 
             def run() -> None:
                 indexed.gemm(a, weight, *route, block_m=block_m, top_k=1, topk_weights=topk_weights, out=out,

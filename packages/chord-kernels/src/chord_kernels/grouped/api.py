@@ -115,7 +115,7 @@ def blocks_cut(config: WgmmaConfig) -> WgmmaConfig | None:
     narrower widths without their own K loop, runs of N tiles, the weight ring)."""
     if config.items < 2 or config.widths or config.tail_parts or config.n_run or config.weight_ring:
         return None
-    return dataclasses.replace(config, tail_parts=config.items, tail_blocks=True)
+    return dataclasses.replace(config, tail_parts=config.items, tail_blocks=True, cta_pair=False)  # (rows by tensor copies)
 
 
 def contiguous_tail_config(weight: PackedWeight, m: int, arch: str, num_sms: int) -> WgmmaConfig | None:
@@ -358,7 +358,7 @@ def kernels(arch: str) -> list[CudaKernel]:
                 if not isinstance(planned, WgmmaConfig):  # the decode kernel gathers rows in every mode
                     found[planned] = None
                     continue
-                cfg = dataclasses.replace(planned, tma_rows=True)
+                cfg = planned.with_tma_rows()
                 found[cfg] = None
                 if (n, k) in KIMI_GATE_UP and cfg.fits_silu_mul(n):
                     found[dataclasses.replace(cfg, silu_mul=True)] = None

@@ -536,6 +536,9 @@ def launch_plan(weight: PackedWeight, block_m: int, capacity: int, num_sms: int,
     if isinstance(launch.config, WgmmaConfig) and launch.config.whole_stages and weight.k % launch.config.bk:
         raise ChordInputError(f"config: {launch.config} has whole K stages; expected K a multiple of "
                               f"{launch.config.bk}, got K={weight.k}")
+    if isinstance(launch.config, WgmmaConfig) and launch.config.cta_pair and launch.config.ntiles(weight.n) % 2:
+        raise ChordInputError(f"config: {launch.config} takes N tiles in pairs; expected an even number of "
+                              f"{launch.config.block_n}-row N tiles, got N={weight.n}")
     fused = silu_mul_twin(launch.config, weight.n) if activation else None
     twin = _tma_rows_twin(launch.config if fused is None else fused) if block_rows else fused
     if twin is not None and twin != launch.config:
@@ -548,7 +551,7 @@ def _tma_rows_twin(config: KernelConfig) -> KernelConfig:
     """The configuration loading whole routing blocks with tensor copies where ``config`` is a
     WGMMA one (the decode kernel gathers rows whatever their order: ``config`` itself)."""
     if isinstance(config, WgmmaConfig):
-        return dataclasses.replace(config, tma_rows=True)
+        return config.with_tma_rows()
     return config
 
 

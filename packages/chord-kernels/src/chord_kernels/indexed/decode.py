@@ -105,6 +105,9 @@ class DecodeConfig:
         epilogue = self.warps * self.block_m * (self.mt * 32 + 16)
         return header_offset + self.stages * header + 64 + epilogue + 4 * list_cap
 
+    cluster = 1
+    """CTAs per thread-block cluster (none: one)."""
+
     def per_cta_budget(self) -> int:
         """Shared memory one CTA may use so that ``ctas_per_sm`` of them fit on an SM."""
         return SMEM_PER_SM // self.ctas_per_sm - SMEM_RESERVED_PER_CTA

@@ -232,8 +232,8 @@ def _list_cap(cfg: KernelConfig, capacity: int) -> int:
 def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPlan:
     list_cap = _list_cap(cfg, capacity)
     smem = cfg.smem_bytes(list_cap)
-    # Every SM filled, never more CTAs than possible work items.
-    grid = max(1, min(num_sms * cfg.ctas_per_sm, capacity * cfg.ntiles(n)))
+    # Every SM filled, never more CTAs than possible work items; whole clusters.
+    grid = max(cfg.cluster, min(num_sms * cfg.ctas_per_sm, capacity * cfg.ntiles(n)) // cfg.cluster * cfg.cluster)
     return LaunchPlan(cfg, capacity, grid, smem, list_cap, cfg.workspace(grid))
 
 

@@ -112,6 +112,13 @@ widths, with which ptxas would serialize that loop (docs/optimization.md, sessio
 interleaved on an H100, at grouped contiguous 256 / 512, EP8 341 rows per expert and TP8 12288 tokens);
 below (the downs: 2.5 % slower at EP8 341, where the row widths count), per K step with them."""
 
+CTA_PAIR_MIN_K = 4096
+"""From this K (the gate_up GEMMs) the wide items (the weight ring's 16 x 10 and 24 x 7) run in clusters of
+two CTAs that share each item's gathered rows (``WgmmaConfig.cta_pair``): interleaved on an H100, the same
+bits, EP8's gate_up 1.5-5.1 % faster at 121-149 rows per expert, TP8's 0.5-3.7 % at 6144 and 6960 tokens;
+the items on two 256-K stages 4-40 % slower paired (each stage's fill is its gathers, then the push), and
+on 128-K stages of their own slower still (docs/optimization.md, session 66)."""
+
 GROUP_ONE_BLOCK_MAX_K = 2048
 """Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
 per K group on whole stages (session 61: 0-4.5 % faster at EP8 56-171 rows per expert); from K = 4096
@@ -303,6 +310,12 @@ class WgmmaConfig:
     bits as the uncut item, no workspace; for items of two or more blocks whose narrower widths all
     have their K loop (``widths`` empty). The grouped contiguous mode's short launches take it
     (``grouped.contiguous_tail_config``; docs/optimization.md, sessions 55 and 56)."""
+    cta_pair: bool = False
+    """Launch in clusters of two CTAs that take each item's two N tiles side by side (``ntiles`` even:
+    the launch refuses another N): each gathers half of the item's activation rows and pushes its half
+    into the other's stage with shared-to-shared bulk copies, so the rows are gathered once per two N
+    tiles. Rows gathered only (not ``tma_rows``), items of one N tile (``n_run`` 0), no split tail
+    (docs/optimization.md, session 66)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -350,6 +363,9 @@ class WgmmaConfig:
         if self.tail_blocks and not (self.tail_parts and self.items >= 2 and not self.widths):
             raise ChordInputError(f"tail_blocks: expected tail_parts and items of 2+ blocks with every width "
                                   f"compiled (widths=()), got {self}")
+        if self.cta_pair and (self.tma_rows or self.n_run or self.tail_parts):
+            raise ChordInputError(f"cta_pair: expected gathered rows (tma_rows=False) in items of one N tile (n_run=0) "
+                                  f"without a split tail (tail_parts=0), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2, 3, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -419,7 +435,8 @@ class WgmmaConfig:
         masks = 4 * self.tile if self.topk_sum else 0  # per stage
         epi_tokens = min(self.tile // 8, 2 if self.consumers > 2 and self.tile > 40 else 4) * 8
         epi = self.tile * (12 if self.topk_sum else 8) + epi_tokens * (self.mt * 128 + 16)
-        barriers = 16 * self.stages + (32 if self.weight_ring else 0) + (16 if self.n_run else 0)
+        barriers = (16 * self.stages + (32 if self.weight_ring else 0) + (16 if self.n_run else 0)
+                    + (_align(8 * (self.stages + 4), 16) if self.cta_pair else 0))
         offset = (self.resident_bytes + self.stages * self.stage_bytes + self.weight_ring_bytes + barriers
                   + self.stages * (header + masks) + 128)
         rows = 2 * 4 * self.tile
@@ -427,6 +444,16 @@ class WgmmaConfig:
 
     def per_cta_budget(self) -> int:
         return SMEM_LIMIT
+
+    def with_tma_rows(self) -> WgmmaConfig:
+        """This configuration loading whole routing blocks with tensor copies (the grouped modes, rows in
+        routing order): nothing gathered, so nothing for a CTA pair to share (``cta_pair`` off)."""
+        return dataclasses.replace(self, tma_rows=True, cta_pair=False)
+
+    @property
+    def cluster(self) -> int:
+        """CTAs per thread-block cluster (the grid is a multiple of it)."""
+        return 2 if self.cta_pair else 1
 
     def ntiles(self, n: int) -> int:
         """N tiles of a GEMM with ``n`` weight rows (work items per routing block; with
@@ -491,11 +518,12 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        if self.tail_parts:  # every argument, up to the last
+        if self.tail_parts or self.cta_pair:  # every argument, up to the last
             tail = ", ".join(str(f).lower() for f in (self.pingpong, self.whole_stages, self.subnormal, self.shift_pairs))
+            last = f", {str(self.tail_blocks).lower()}, true" if self.cta_pair else (", true" if self.tail_blocks else "")
             return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
                     f"{mask}u, {self.consumer_regs}, {sum(1 << (w // 8 - 1) for w in self.row_widths)}u, {self.n_run}, "
-                    f"{tail}, {self.tail_parts}" + (", true" if self.tail_blocks else ""))
+                    f"{tail}, {self.tail_parts}{last}")
         sub = (", true, true" if self.shift_pairs else ", true") if self.subnormal else ""
         whole = ", true" if self.whole_stages else (", false" if sub else "")
         runs = f", {self.n_run}, {str(self.pingpong).lower()}" if self.n_run or whole else ""
@@ -506,7 +534,8 @@ class WgmmaConfig:
 
     def source(self) -> str:
         """The complete translation unit of this configuration."""
-        entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);")
+        entry = ARGS.entry(ENTRY, "Cfg::kThreads, 1", "chord::indexed::wgmma_kernel<Cfg>(args);",
+                           attributes="__cluster_dims__(2, 1, 1)" if self.cta_pair else "")
         return _SOURCE.format(
             prelude=prelude(), template_args=self.template_args(), threads=self.threads,
             register_a="".join(_register_a_mma(n) for n in self.wgmma_widths),
@@ -641,8 +670,19 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
     # The split tail where a short launch's sparse last round of long items costs most (TAIL_CUT_PARTS).
     cut = (k >= TAIL_CUT_MIN_K and n >= TAIL_CUT_MIN_N and block_m <= TAIL_CUT_MAX_BLOCK and not cfg.weight_ring
            and not cfg.n_run)
-    return dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
-                               tail_parts=TAIL_CUT_PARTS if cut else 0)
+    cfg = dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
+                              tail_parts=TAIL_CUT_PARTS if cut else 0)
+    return _cta_paired(cfg, n, k)
+
+
+def _cta_paired(cfg: WgmmaConfig, n: int, k: int) -> WgmmaConfig:
+    """``cfg`` in clusters of two CTAs (``cta_pair``) where it is a wide item (the weight ring) gathering its
+    rows (the tensor-copy twins drop it) from :data:`CTA_PAIR_MIN_K` on, in the dynamic schedule (strided,
+    the pairs gained less: session 66), and N makes an even number of N tiles."""
+    if (k >= CTA_PAIR_MIN_K and cfg.weight_ring and cfg.dynamic and not (cfg.tma_rows or cfg.tail_parts)
+            and cfg.ntiles(n) % 2 == 0):
+        return dataclasses.replace(cfg, cta_pair=True)
+    return cfg
 
 
 def _pairs_shifted(cfg: WgmmaConfig) -> bool:
@@ -732,4 +772,4 @@ def wide16_config(n: int, k: int) -> WgmmaConfig:
     """The wide items on :data:`~chord_kernels.indexed.heuristics.WIDE16_BLOCK`-token routing blocks: that
     block's shape in :data:`BLOCK_ROWS_WIDE` (up to ten blocks, K loops at 8, 9 and 10) with the rows gathered."""
     items, widths = next(shape for _, block, *shape in BLOCK_ROWS_WIDE if block == WIDE16_BLOCK)
-    return _wide_items(n, k, WIDE16_BLOCK, items, widths, WIDE_CONSUMER_REGS)
+    return _cta_paired(_wide_items(n, k, WIDE16_BLOCK, items, widths, WIDE_CONSUMER_REGS), n, k)

@@ -138,12 +138,14 @@ class ArgStruct:
             f'static_assert(sizeof({self.qualified_name}) == {self.size}, "host and device argument structs differ");',
         ])
 
-    def entry(self, name: str, launch_bounds: str, call: str) -> str:
+    def entry(self, name: str, launch_bounds: str, call: str, attributes: str = "") -> str:
         """An ``extern "C"`` kernel ``name`` taking the fields as parameters; it runs ``call``
-        (C++ that uses ``args``, e.g. ``chord::indexed::decode_kernel<Cfg>(args);``)."""
+        (C++ that uses ``args``, e.g. ``chord::indexed::decode_kernel<Cfg>(args);``). ``attributes``:
+        more kernel attributes, e.g. ``__cluster_dims__(2, 1, 1)``."""
         params = ",\n    ".join(f.parameter() for f in self.fields)
         values = ", ".join(f.value() for f in self.fields)
-        return (f'extern "C" __global__ void __launch_bounds__({launch_bounds}) {name}(\n    {params}) {{\n'
+        attrs = f" {attributes}" if attributes else ""
+        return (f'extern "C" __global__ void __launch_bounds__({launch_bounds}){attrs} {name}(\n    {params}) {{\n'
                 f"  const {self.qualified_name} args{{{values}}};\n  {call}\n}}\n")
 
     def pack(self, device: torch.device, **values: torch.Tensor | int | float | None) -> ctypes.Structure:

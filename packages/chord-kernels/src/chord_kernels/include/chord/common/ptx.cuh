@@ -1,5 +1,6 @@
-// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers, stmatrix, 1-D bulk
-// and 2-D tensor async copies with L2 cache hints. sm_90a and newer (sm_100a, sm_103a).
+// Thin PTX wrappers shared by Chord kernels: shared-memory addresses, mbarriers, thread-block
+// clusters, stmatrix, 1-D bulk and 2-D tensor async copies with L2 cache hints. sm_90a and newer
+// (sm_100a, sm_103a).
 #pragma once
 
 #include <cstdint>
@@ -71,6 +72,66 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity)
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
   while (!mbarrier_try_wait(bar, parity)) {
   }
+}
+
+// ---- Thread-block clusters -------------------------------------------------------------------
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t rank;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));  // (not volatile: rematerialized, never spilled)
+  return rank;
+}
+
+// The shared::cluster address of `addr` (a shared::cta address of this CTA) in cluster CTA `rank`.
+__device__ __forceinline__ uint32_t peer_addr(uint32_t addr, uint32_t rank) {
+  uint32_t out;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(out) : "r"(addr), "r"(rank));
+  return out;
+}
+
+// Every thread of every CTA of the cluster: the writes before it are visible to all after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Arrive on an mbarrier of another CTA of the cluster (`bar` from peer_addr), releasing this
+// thread's prior writes at cluster scope (a GPU-scope memory barrier in SASS: for hand-offs of data).
+__device__ __forceinline__ void mbarrier_arrive_cluster(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// Arrive on another CTA's mbarrier with the default (CTA-scope) release: what a consumer uses to
+// hand back a stage it only read (its reads retired by wgmma wait_group), as CUTLASS's cluster
+// pipelines do; no memory barrier in SASS.
+__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+// mbarrier_wait acquiring at cluster scope: what another CTA wrote before its arrive is visible.
+__device__ __forceinline__ void mbarrier_wait_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  }
+}
+
+// Store to another CTA's shared memory (`addr` from peer_addr).
+__device__ __forceinline__ void st_cluster(uint32_t addr, int v) {
+  asm volatile("st.shared::cluster.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
+// 1-D bulk copy of `bytes` (a multiple of 16) from this CTA's shared memory to another CTA's
+// (`dst` and `bar` from peer_addr); completion is counted on that CTA's `bar` in bytes.
+__device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, uint32_t src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+               ::"r"(dst), "r"(src), "r"(bytes), "r"(bar)
+               : "memory");
 }
 
 // ---- GPU-scope flags (split-K arrival counters between CTAs) -----------------------------

@@ -553,7 +553,7 @@ __device__ __forceinline__ void decode_kernel(const Args& args) {
   }
   if constexpr (Cfg::kDynamic) {
     __syncthreads();
-    if (threadIdx.x == 0) release_item_counter(args);
+    if (threadIdx.x == 0) release_item_counter(args, static_cast<int>(gridDim.x));
   }
 }
 

@@ -30,12 +30,12 @@
 
 namespace chord::indexed {
 
-// Dynamic schedule, called by one thread of a CTA once the CTA takes no more items: the last CTA
-// to do so resets the counters (next item, CTAs done) for the next launch, graph replays included;
-// every other CTA's requests have returned by then.
-__device__ __forceinline__ void release_item_counter(const Args& args) {
+// Dynamic schedule, called by one thread of each of the `requesters` CTAs that take items (every
+// CTA, or one per cluster) once it takes no more: the last to do so resets the counters (next item,
+// requesters done) for the next launch, graph replays included; every other request has returned by then.
+__device__ __forceinline__ void release_item_counter(const Args& args, int requesters) {
   __threadfence();
-  if (atomicAdd(args.counters + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+  if (atomicAdd(args.counters + 1, 1) == requesters - 1) {
     args.counters[0] = 0;
     args.counters[1] = 0;
     __threadfence();

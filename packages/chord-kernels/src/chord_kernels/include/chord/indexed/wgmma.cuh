@@ -72,12 +72,16 @@ namespace chord::indexed {
 // (scheduler.cuh tail_split), each part's fp32 partial goes to the workspace and the last part to
 // arrive sums them in part order and runs the epilogue; with kTailBlocks instead into up to
 // kTailParts runs of its routing blocks, each an item of its own over the whole K (the same bits as
-// the uncut item, no workspace).
+// the uncut item, no workspace). With kCtaPair the kernel runs in clusters of two CTAs that take each
+// item's two N tiles side by side: each gathers half of the item's activation rows and pushes its
+// half into the other's stage with one shared-to-shared bulk copy per 64-K slice, so an item's rows
+// are gathered once per pair of N tiles (the 16-byte gathers' instructions are what the indexed
+// routing pays over tensor copies: docs/optimization.md, session 66).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
           bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false,
-          int kTailParts_ = 0, bool kTailBlocks_ = false>
+          int kTailParts_ = 0, bool kTailBlocks_ = false, bool kCtaPair_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -103,6 +107,9 @@ struct WgmmaConfig {
   static constexpr int kTailParts = kTailParts_;
   static constexpr bool kTailBlocks = kTailBlocks_;
   static constexpr bool kSplitK = kTailParts_ > 0 && !kTailBlocks_;  // the tail's parts along K
+  static constexpr bool kCtaPair = kCtaPair_;  // clusters of two CTAs sharing each item's gathered rows
+  static_assert(!kCtaPair || (!kTmaRows_ && kNRun_ == 0 && kTailParts_ == 0),
+                "pairs share gathered rows of items of one N tile, uncut");
   static constexpr Dequant kDequant =
       !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
@@ -209,7 +216,10 @@ struct WgmmaConfig {
   static constexpr int kBarOffset = kWeightOffset + kWeightSlots * kBlocks * kWeightBlockBytes;
   static constexpr int kWeightBarOffset = kBarOffset + 2 * kStages * 8;  // full, then empty, per weight slot
   static constexpr int kResidentBarOffset = kWeightBarOffset + 2 * kWeightSlots * 8;  // full, then empty
-  static constexpr int kHeaderOffset = kResidentBarOffset + (kResident ? 16 : 0);
+  // With kCtaPair: per stage the barrier of this CTA's own gathers, then per item-id slot (two) the
+  // barrier the second CTA waits on for the id and the one the first waits on for the slot's reuse.
+  static constexpr int kCtaPairBarOffset = kResidentBarOffset + (kResident ? 16 : 0);
+  static constexpr int kHeaderOffset = kCtaPairBarOffset + (kCtaPair ? ((kStages + 4) * 8 + 15) / 16 * 16 : 0);
   // With kTopkSum, per stage the local-slot mask (local_slots) of each row's token, next to its header.
   static constexpr int kMasksOffset = kHeaderOffset + kStages * static_cast<int>(sizeof(Header));
   static constexpr int kScratchOffset = kMasksOffset + (kTopkSum ? kStages * kTile * 4 : 0);
@@ -219,11 +229,14 @@ struct WgmmaConfig {
   static constexpr int kListOffset = kRowsOffset + 2 * kTile * 4;
   static constexpr int smem_bytes(int list_cap) { return kListOffset + 4 * list_cap; }
   // Arrivals completing a full barrier: every producer thread's cp.async completion (none with
-  // kTmaRows), plus the header writer's arrive (which also announces the bulk-copy bytes).
-  static constexpr int kFullArrivals = (kTmaRows || kResident ? 0 : 128) + 1;
+  // kTmaRows; with kCtaPair the pusher's one, once they landed), plus the header writer's arrive (which
+  // also announces the bulk-copy bytes, the other CTA's pushed half included).
+  static constexpr int kFullArrivals = (kTmaRows || kResident ? 0 : kCtaPair ? 1 : 128) + 1;
   // The resident tile's arrivals: every producer thread's cp.async completion, or the tensor copies' bytes.
   static constexpr int kResidentArrivals = kTmaRows ? 1 : 128;
   static constexpr int kEmptyArrivals = 4 * kConsumers;  // lane 0 of every consumer warp
+  // A stage's: with kCtaPair both CTAs' consumers (the other's half of it is pushed in from there).
+  static constexpr int kStageEmptyArrivals = kEmptyArrivals * (kCtaPair ? 2 : 1);
   // setmaxnreg moves registers inside the pool allocated at launch (ptxas's cap at one CTA per SM:
   // 168 per thread for 384 threads, 128 for 512, 96 for 640): kConsumerRegs per consumer thread,
   // the rest to the producer (72 x 128 + 216 x 256 = 168 x 384 by default). An increase beyond the
@@ -248,6 +261,10 @@ constexpr int kPartShift = 18;
 constexpr int kPartsShift = 24;
 constexpr int kTailShift = 16;
 constexpr int kPartMask = 63;
+
+// kCtaPair: where the launch's unit count, used blocks and listed flag sit in the CTA's scratch ints
+// (after the item-id slots, written once compact_items is done with them).
+constexpr int kPairFacts = 16;
 
 // Named barriers (id 0 is __syncthreads): the producer warpgroup, each consumer warpgroup (2 + c),
 // and with kPingPong each consumer warpgroup's turn on the tensor cores (kTurnBarrier + c).
@@ -286,7 +303,7 @@ __device__ __forceinline__ int item_blocks(const Args& args, int used, int block
 
 template <class Cfg>
 __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, const uint32_t* list,
-                                               int total, int used, bool listed, int* item_ids) {
+                                               int total_, int used_, bool listed_, int* item_ids) {
   using Header = typename Cfg::Header;
   const int pw = (threadIdx.x / 32) % 4;  // producer warp 0..3
   const int lane = threadIdx.x % 32;
@@ -312,13 +329,25 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   // registers and issues a stage's copies back to back; beyond, one shared-memory read per row
   // paces them (they share the memory pipe with the consumers' weight reads): measured faster at
   // 32-80-token items and at 128-token ones respectively (docs/optimization.md, session 6).
-  constexpr int kRowIters = (Cfg::kTile + 15) / 16;
+  // (kCtaPair: a CTA gathers at most half the item's rows plus 4, below.)
+  constexpr int kRowIters = ((Cfg::kCtaPair ? Cfg::kTile / 2 + 4 : Cfg::kTile) + 15) / 16;
   constexpr bool kRowsInRegisters = kRowIters <= 5;
   int a_rows[kRowsInRegisters ? kRowIters : 1];
   int stage = 0;
   uint32_t phase = 0;
   const uint32_t resident_full = smem_base + Cfg::kResidentBarOffset;  // (kResident only)
   uint32_t resident_phase = 0;
+  // kCtaPair: this CTA's rank in its cluster of two (read where used: the register it held through the
+  // loop made the wide items' producer spill, ptxas) and the barriers of the pair (kCtaPairBarOffset).
+  const auto rank = [] { return Cfg::kCtaPair ? ptx::cluster_rank() : 0u; };
+  const uint32_t gathered0 = full0 - Cfg::kBarOffset + Cfg::kCtaPairBarOffset;
+  const uint32_t item_full0 = gathered0 + Cfg::kStages * 8, item_free0 = item_full0 + 16;
+  // kCtaPair: the launch's unit count, used blocks and whether they are listed, read from shared memory
+  // where used (kept in registers through the loop they spilled next to the pusher, ptxas).
+  const int* const facts = item_ids + kPairFacts;
+  const auto total = [&] { return Cfg::kCtaPair ? facts[0] : total_; };
+  const auto used = [&] { return Cfg::kCtaPair ? facts[1] : used_; };
+  const auto listed = [&] { return Cfg::kCtaPair ? facts[2] != 0 : listed_; };
   // Work units: items (routing blocks, N tile) or, with kResident, runs of up to kNRun N tiles of
   // one item's routing blocks. CTA c takes unit c, then c + G, c + 2G ... (strided) or, with
   // kDynamic, G + the next value of a global counter: the strided order gives some CTAs only the
@@ -326,34 +355,58 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
   // and 64-token items, two N tiles each). Warp 0 requests the next unit as it starts one (the
   // atomic's latency hides behind the unit) and hands it to the other warps through item_ids (two
   // slots: a warp may still read the previous one while warp 0 writes the next).
-  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
+  // kCtaPair: a unit is a pair of N tiles (ntiles is even), the cluster's CTAs take one each; the first
+  // CTA requests the units (with kDynamic) and hands each to the second through its item_ids (the second
+  // acknowledges each slot before the first reuses it: units of no stages may follow each other).
+  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : Cfg::kCtaPair ? ntiles / 2 : ntiles;
+  constexpr int kCtasPerUnit = Cfg::kCtaPair ? 2 : 1;
+  if (Cfg::kCtaPair && ntiles % 2 != 0) __trap();  // the host refuses such an N
   int pending = 0;
-  for (int it = 0, item = blockIdx.x;; ++it) {
+  for (int it = 0, item = static_cast<int>(blockIdx.x) / kCtasPerUnit;; ++it) {
     // kTailParts: the whole items, then the split tail's parts (listed items only). Worked out per
     // unit from the grid size read each time: kept in registers through the loop they spilled (ptxas).
-    TailSplit split{total, 1};
+    TailSplit split{total(), 1};
     if constexpr (Cfg::kTailParts > 0) {
       int grid;
       asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
-      if (listed) split = tail_split(total, grid, Cfg::kTailBlocks ? Cfg::kItems : num_kc, Cfg::kTailParts);
+      if (listed()) split = tail_split(total(), grid, Cfg::kTailBlocks ? Cfg::kItems : num_kc, Cfg::kTailParts);
     }
-    const int units = split.units(total);
+    const int units = split.units(total());
     if constexpr (Cfg::kDynamic) {
       if (pw == 0) {
-        if (it > 0) item = static_cast<int>(gridDim.x) + __shfl_sync(0xffffffffu, pending, 0);
+        if (!Cfg::kCtaPair && it > 0) item = static_cast<int>(gridDim.x) + __shfl_sync(0xffffffffu, pending, 0);
         if (lane == 0) {
-          item_ids[it & 1] = item;
-          if (item < units) pending = atomicAdd(args.counters, 1);
+          const int slot = it & 1;
+          if (Cfg::kCtaPair && rank() == 1) {
+            ptx::mbarrier_wait_cluster(item_full0 + slot * 8, (it >> 1) & 1);
+          } else {
+            if (Cfg::kCtaPair && it >= 2) ptx::mbarrier_wait_cluster(item_free0 + slot * 8, ((it >> 1) - 1) & 1);
+            // kCtaPair: the next unit requested as it is needed, not one ahead: the id kept through the unit
+            // spilled next to the pusher (ptxas); the stages already filled hide the request's latency.
+            if (Cfg::kCtaPair && it > 0) item = static_cast<int>(gridDim.x) / 2 + atomicAdd(args.counters, 1);
+            item_ids[slot] = item;
+            if (!Cfg::kCtaPair && item < units) pending = atomicAdd(args.counters, 1);
+            if constexpr (Cfg::kCtaPair) {
+              const uint32_t id = ptx::smem_addr(item_ids + slot);
+              ptx::st_cluster(ptx::peer_addr(id, 1), item);
+              ptx::mbarrier_arrive_cluster(ptx::peer_addr(item_full0 + slot * 8, 1));
+            }
+          }
         }
       }
       named_barrier(kProducerBarrier, 128);
       item = item_ids[it & 1];
+      // kCtaPair: every producer thread of the second CTA has read the previous slot (it passed this
+      // barrier): the first may write it again.
+      if (Cfg::kCtaPair && rank() == 1 && it > 0 && pw == 0 && lane == 0) {
+        ptx::mbarrier_arrive_cluster(ptx::peer_addr(item_free0 + ((it - 1) & 1) * 8, 0));
+      }
     } else if (it > 0) {
       // The grid size read per unit, not kept from the start: held in a register through the loop it
       // spilled in the tensor-copy producer of four consumer warpgroups (64 registers; ptxas).
       int grid;
       asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(grid));
-      item += grid;
+      item += grid / kCtasPerUnit;
     }
     const bool done = item >= units;
     int block = 0, expert = -1, ntile = 0, nsub = 0, run_tiles = 1;
@@ -374,11 +427,12 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     if (!done) {
       const int cb = work / units_per_block;
       ntile = work - cb * units_per_block;
+      if constexpr (Cfg::kCtaPair) ntile = 2 * ntile + static_cast<int>(rank());
       if constexpr (Cfg::kResident) {
         ntile *= Cfg::kNRun;
         run_tiles = min(Cfg::kNRun, ntiles - ntile);
       }
-      if (listed) {
+      if (listed()) {
         const uint32_t entry = list[cb];
         block = static_cast<int>(entry & 0xffffu);
         expert = static_cast<int>(entry >> 16);
@@ -392,7 +446,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         }
       }
       if (static_cast<unsigned>(expert) >= static_cast<unsigned>(args.num_experts)) continue;  // not local
-      nsub = item_blocks<Cfg::kItems>(args, used, Cfg::kBM, block, expert, listed);
+      nsub = item_blocks<Cfg::kItems>(args, used(), Cfg::kBM, block, expert, listed());
       if constexpr (Cfg::kTailBlocks) {
         if (item >= split.full) {
           // Part p of a tail item of nsub blocks: blocks [p q, min(nsub, (p + 1) q)), q = ceil(nsub / parts),
@@ -405,6 +459,11 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
       }
     }
     const int rows_used = nsub * Cfg::kBM;  // the item's blocks are consecutive in the routing
+    // The rows this CTA gathers, [own_lo, own_hi): all, or with kCtaPair the first CTA the first half
+    // (rounded to 8 rows: a thread's rows keep their swizzled chunk) and the second the rest.
+    const int half = 8 * ((rows_used + 8) / 16);
+    const int own_lo = (Cfg::kCtaPair && rank() == 1) ? half : 0;
+    const int own_hi = (Cfg::kCtaPair && rank() == 0) ? half : rows_used;
     // Alternate row buffers: a producer warp may still copy the previous item's last stage while
     // warp 0 writes this item's rows (the warps meet once per item, at its first stage).
     int* const item_rows = row_buffers + row_buffer * Cfg::kTile;
@@ -420,7 +479,11 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
         const int k0 = kc * Cfg::kBK;
         // kTmaRows: the stage's (or the resident tile's) tensor copies, one per routing block and 64-K slice inside K.
         const int act_subs = min(Cfg::kSubtiles, (args.k - k0 + 63) / 64);
-        const uint32_t act_bytes = (Cfg::kTmaRows && !done) ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128) : 0u;
+        // (kCtaPair: the other CTA's half, pushed in; this CTA's own cp.async arrive instead.)
+        const uint32_t act_bytes =
+            done ? 0u
+            : Cfg::kTmaRows ? static_cast<uint32_t>(nsub * act_subs * Cfg::kBM * 128)
+            : Cfg::kCtaPair ? static_cast<uint32_t>((rows_used - own_hi + own_lo) * act_subs * 128) : 0u;
         ptx::mbarrier_wait(empty0 + stage * 8, phase ^ 1);
         Header& h = headers[stage];
         if (kc == kc0) {
@@ -472,8 +535,8 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             if constexpr (kRowsInRegisters) {
 #pragma unroll
               for (int i = 0; i < kRowIters; ++i) {
-                const int row = 4 * pw + lane / 8 + 16 * i;
-                a_rows[i] = (!done && row < rows_used) ? item_rows[row] : -1;
+                const int row = own_lo + 4 * pw + lane / 8 + 16 * i;
+                a_rows[i] = (!done && row < own_hi) ? item_rows[row] : -1;
               }
             }
           }
@@ -588,7 +651,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
           if constexpr (kRowsInRegisters) {
 #pragma unroll
             for (int i = 0; i < kRowIters; ++i) {
-              const int row = 4 * pw + lane / 8 + 16 * i;
+              const int row = own_lo + 4 * pw + lane / 8 + 16 * i;
               if (a_rows[i] >= 0) {  // -1: padding, never stored
                 copy_row(act_dst + wgmma::sw128_offset(row, chunk),
                          reinterpret_cast<const char*>(args.a + static_cast<int64_t>(a_rows[i]) * args.k + k0 + 8 * chunk),
@@ -604,9 +667,13 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             const char* const a_stage = reinterpret_cast<const char*>(args.a + k0 + 8 * chunk);
             const uint32_t a_stride = 2u * static_cast<uint32_t>(args.k);
             const auto gather = [&](bool whole) {  // called with a constant: one loop without the checks
-              uint32_t row_dst = act_dst + wgmma::sw128_offset(row0, chunk);
+              // (kCtaPair: the thread's swizzled offset from its thread index read here, not kept through
+              // the producer's loop, where it spilled next to the pusher: ptxas.)
+              uint32_t tid = threadIdx.x;
+              if constexpr (Cfg::kCtaPair) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+              uint32_t row_dst = act_dst + wgmma::sw128_offset(4 * ((tid / 32) % 4) + (tid % 32) / 8, tid % 8) + own_lo * 128;
 #pragma unroll 1
-              for (int row = row0; row < rows_used; row += 16, row_dst += 16 * 128) {
+              for (int row = row0 + own_lo; row < own_hi; row += 16, row_dst += 16 * 128) {
                 const int a_row = item_rows[row];
                 if (a_row >= 0) copy_row(row_dst, a_stage + static_cast<uint64_t>(static_cast<uint32_t>(a_row)) * a_stride, whole);
               }
@@ -618,7 +685,27 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             }
           }
         }
-        if (!Cfg::kTmaRows && (!Cfg::kResident || load_rows)) cp_async_arrive_noinc(act_full);
+        if (!Cfg::kTmaRows && (!Cfg::kResident || load_rows)) cp_async_arrive_noinc(Cfg::kCtaPair ? gathered0 + stage * 8 : act_full);
+        if constexpr (Cfg::kCtaPair) {
+          // Warp 1 pushes this CTA's half into the other CTA's stage (its empty barrier counted both
+          // CTAs' consumers, so it is free there too) once it landed here, one bulk copy per 64-K slice
+          // inside K, then lets the consumers in. (Its addresses are worked out again from the barrier's:
+          // the stage's and the slices' kept live through the gathers made the producer spill, ptxas.)
+          if (pw == 1) {
+            const uint32_t bar = gathered0 + stage * 8;
+            ptx::mbarrier_wait(bar, phase);
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async wrote, the bulk copy reads
+            const uint32_t own_full = bar - Cfg::kCtaPairBarOffset + Cfg::kBarOffset;
+            if (!done && own_hi > own_lo && lane * 64 < args.k - kc * Cfg::kBK && lane < Cfg::kSubtiles) {
+              const uint32_t src = bar - Cfg::kCtaPairBarOffset - stage * 8 + Cfg::kStagesOffset + stage * Cfg::kStageBytes +
+                                   lane * Cfg::kActTileBytes + own_lo * 128;
+              ptx::bulk_copy_s2cluster(ptx::peer_addr(src, rank() ^ 1), src, static_cast<uint32_t>(own_hi - own_lo) * 128,
+                                       ptx::peer_addr(own_full, rank() ^ 1));
+            }
+            __syncwarp();
+            if (lane == 0) ptx::mbarrier_arrive(own_full);
+          }
+        }
         if (++stage == Cfg::kStages) {
           stage = 0;
           phase ^= 1;
@@ -628,7 +715,9 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
     if (done) break;
   }
   if constexpr (Cfg::kDynamic) {
-    if (pw == 0 && lane == 0) release_item_counter(args);  // the thread that took this CTA's items
+    if (pw == 0 && lane == 0 && rank() == 0) {  // the thread that took this CTA's (cluster's) items
+      release_item_counter(args, static_cast<int>(gridDim.x) / kCtasPerUnit);
+    }
   }
 }
 
@@ -937,6 +1026,14 @@ __device__ __forceinline__ bool arrive_tail_part(const Args& args, ConsumerState
   return true;
 }
 
+// A consumer warp's release of stage barrier `empty` (lane 0): with kCtaPair also on the other CTA's,
+// whose producer pushes its half of the stage's rows into this CTA's stage.
+template <class Cfg>
+__device__ __forceinline__ void release_stage(uint32_t empty) {
+  ptx::mbarrier_arrive(empty);
+  if constexpr (Cfg::kCtaPair) ptx::mbarrier_arrive_remote(ptx::peer_addr(empty, ptx::cluster_rank() ^ 1u));
+}
+
 // The ring position of a consumer warpgroup.
 struct Ring {
   int stage = 0;
@@ -1072,7 +1169,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
           consume_group<Cfg, kN, 1>(st, weights + gi * kAtomBytes, d, false, lane);
         }
         if (gi == 0 && prev >= 0 && lane == 0) {
-          ptx::mbarrier_arrive(empty0 + prev * 8);
+          release_stage<Cfg>(empty0 + prev * 8);
           if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
         }
       }
@@ -1095,7 +1192,7 @@ __device__ __forceinline__ void consume_item(const Args& args, uint8_t* smem, Co
   }
   wgmma::wait_group<0>();
   if (lane == 0) {
-    ptx::mbarrier_arrive(empty0 + prev * 8);
+    release_stage<Cfg>(empty0 + prev * 8);
     if (prev_w >= 0) ptx::mbarrier_arrive(wempty0 + prev_w * 8);
     if (Cfg::kResident && (run & kRunLast)) ptx::mbarrier_arrive(resident_full + 8);  // the run's last reader
   }
@@ -1163,7 +1260,12 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < Cfg::kStages; ++s) {
       ptx::mbarrier_init(full0 + s * 8, Cfg::kFullArrivals);
-      ptx::mbarrier_init(empty0 + s * 8, Cfg::kEmptyArrivals);
+      ptx::mbarrier_init(empty0 + s * 8, Cfg::kStageEmptyArrivals);
+    }
+    if constexpr (Cfg::kCtaPair) {
+      const uint32_t gathered0 = smem_base + Cfg::kCtaPairBarOffset;
+      for (int s = 0; s < Cfg::kStages; ++s) ptx::mbarrier_init(gathered0 + s * 8, 128);  // every producer thread
+      for (int s = 0; s < 4; ++s) ptx::mbarrier_init(gathered0 + (Cfg::kStages + s) * 8, 1);  // item-id slots
     }
     const uint32_t wfull0 = smem_base + Cfg::kWeightBarOffset;
     for (int s = 0; s < Cfg::kWeightSlots; ++s) {
@@ -1184,6 +1286,17 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, Cfg::kBM, list, scratch) : 0;
   const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
+  // kCtaPair: the producer's facts in the scratch; the other CTA's barriers are initialized and its
+  // compact_items is done with the scratch that holds the item ids it receives.
+  if constexpr (Cfg::kCtaPair) {
+    if (threadIdx.x == 0) {
+      const int pairs = ((args.n + kAtomN - 1) / kAtomN + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks) / 2;
+      scratch[kPairFacts] = (listed ? items : used) * pairs;
+      scratch[kPairFacts + 1] = used;
+      scratch[kPairFacts + 2] = listed;
+    }
+    ptx::cluster_sync();
+  }
   if constexpr (Cfg::kContiguousRows) {
     // One of a pair of launches (grouped.contiguous): the other runs where this one does not.
     // (Here, after the item list: returning before it made ptxas spill in the wide items' kernels.)
@@ -1194,8 +1307,8 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   }
   const int n16 = (args.n + kAtomN - 1) / kAtomN;
   const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
-  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : ntiles;
-  const int total = (listed ? items : used) * units_per_block;  // work units: items, or runs of N tiles
+  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : Cfg::kCtaPair ? ntiles / 2 : ntiles;
+  const int total = (listed ? items : used) * units_per_block;  // work units: items, runs or pairs of N tiles
   if (threadIdx.x / 128 == Cfg::kConsumers) {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
     wgmma_producer<Cfg>(args, smem, list, total, used, listed, scratch);  // (compact_items is done with it)
@@ -1208,6 +1321,8 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
     }
     wgmma_consumer<Cfg>(args, smem);
   }
+  // kCtaPair: no CTA leaves while the other may still push into its stages or arrive on its barriers.
+  if constexpr (Cfg::kCtaPair) ptx::cluster_sync();
 }
 
 }  // namespace chord::indexed
