@@ -1,7 +1,8 @@
 """The WGMMA kernel in clusters of two CTAs sharing each item's gathered rows (``WgmmaConfig.cta_pair``) on
 an H100/H200: against the reference and bit for bit against the same configuration unpaired, on fresh
 random data with poisoned outputs, ragged routing (an expert map, a hot expert, experts of one block, M = 0
-and M = 1), listed and walked items, both schedules, CUDA-graph replay; and the N it refuses."""
+and M = 1), listed and walked items, both schedules; and the N it refuses (CUDA-graph replay: the paired case of
+test_indexed_wgmma_gpu.py's)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import dataclasses
 
 import pytest
 import torch
-from test_indexed_gpu import Case, _rel_err, _routing, _weights
+from test_indexed_gpu import _rel_err, _shuffled_blocks, _weights
+from test_indexed_wgmma_gpu import _mapped_outputs
 
 import chord_kernels
 from chord_kernels import reference
 from chord_kernels.errors import ChordInputError
-from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
+from chord_kernels.indexed import gemm, plan, routing_capacity
 from chord_kernels.indexed.wgmma import WgmmaConfig, choose_wgmma_config, wide16_config
 from chord_kernels.routing import align_block_size
 
@@ -33,56 +35,31 @@ PAIRED = {
 }
 
 
-def _mapped(n: int, k: int, block_m: int, tok_e: float, seed: int, routing: str = "mapped"):
-    rows = int(4 * 48 * tok_e) if routing == "mapped" else int(48 * tok_e)
-    case = Case("pair", 48, n, k, rows, 1, block_m=block_m, routing=routing)
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    packed, scales = _weights(case.experts, n, k, gen)
-    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
-    ids, global_e, expert_map = _routing(case, gen)
-    r = align_block_size(ids, block_m, global_e, expert_map)
-    a = torch.randn(case.rows, k, generator=gen, device="cuda").to(torch.bfloat16)
-    return pw, (packed, scales), r, a
-
-
-def _run(a, pw, r, block_m: int, config: WgmmaConfig, silu: bool, out_rows: int) -> torch.Tensor:
-    out = torch.full((out_rows, pw.n // 2 if silu else pw.n), float("nan"), dtype=torch.bfloat16, device="cuda")
-    gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded, block_m=block_m, top_k=1, out=out,
-         config=config, activation="silu" if silu else None)
-    return out
-
-
 @pytest.mark.parametrize("silu", [True, False], ids=["silu", "plain"])
 @pytest.mark.parametrize("name", list(PAIRED))
 def test_pair_bit_identical_to_unpaired(name: str, silu: bool) -> None:
     """Each paired gate_up configuration gives the unpaired kernel's bits (the same wgmmas on the same rows;
     only which CTA gathered them differs) and the reference's values, twice the same: an expert map keeping
-    a quarter of 192 experts, Poisson rows per expert that part-fill the items, poisoned outputs."""
+    a quarter of 192 experts, Poisson rows per expert that part-fill the items, poisoned outputs (plain: with
+    top-k weights)."""
     n, block_m, config, tok_e = PAIRED[name]
     assert config.cta_pair, f"the plan pairs {name}: {config}"
     assert config.weight_ring == ("ring" in name)
-    pw, w, r, a = _mapped(n, 7168, block_m, tok_e, seed=66 + block_m + silu)
-    rows = a.shape[0]
-    unpaired = _run(a, pw, r, block_m, dataclasses.replace(config, cta_pair=False), silu, rows)
-    paired = [_run(a, pw, r, block_m, config, silu, rows) for _ in range(2)]
-    torch.cuda.synchronize()
-    ref = reference.indexed_gemm(a, w, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,
-                                 block_m=block_m, top_k=1)
-    ref = reference.silu_and_mul(ref) if silu else ref
-    assert not paired[0].isnan().any(), "rows never written"
-    assert _rel_err(paired[0], ref) <= REL_TOL
-    assert torch.equal(paired[0], unpaired), "pairing changed the result"
-    assert torch.equal(paired[0], paired[1]), "repeated runs differ"
+    configs = [config, config, dataclasses.replace(config, cta_pair=False)]
+    outs, ref = _mapped_outputs(n, 7168, block_m, tok_e, silu, configs, seed=66 + block_m + silu)
+    assert not outs[0].isnan().any(), "rows never written"
+    assert _rel_err(outs[0], ref) <= REL_TOL
+    assert torch.equal(outs[0], outs[2]), "pairing changed the result"
+    assert torch.equal(outs[0], outs[1]), "repeated runs differ"
 
 
 @pytest.mark.parametrize("routing", ["hot", "sparse"])
 def test_pair_hot_and_sparse_experts(routing: str) -> None:
     """Every row on one expert (items of the full ten blocks back to back), or on two of 48 (the other
-    experts empty), in the wide ring items and the one-block items, against the unpaired kernel."""
+    experts empty), in the wide ring items and a one-block item, against the unpaired kernel."""
     for n, block_m, config, tok_e in (PAIRED["16x10_ring"], PAIRED["bm80_by_hand"]):
-        pw, _, r, a = _mapped(n, 7168, block_m, tok_e, seed=7, routing=routing)
-        outs = [_run(a, pw, r, block_m, c, True, a.shape[0]) for c in (config, dataclasses.replace(config, cta_pair=False))]
-        torch.cuda.synchronize()
+        outs, _ = _mapped_outputs(n, 7168, block_m, tok_e, True, [config, dataclasses.replace(config, cta_pair=False)],
+                                  seed=7, routing=routing)
         assert not outs[0].isnan().any()
         assert torch.equal(outs[0], outs[1]), f"pairing changed the result ({routing}, {config})"
 
@@ -125,12 +102,7 @@ def test_pair_items_over_shuffled_blocks(walk: bool, dynamic: bool) -> None:
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
     r = align_block_size(ids, block_m, e)
-    used = int(r.num_tokens_post_padded.item()) // block_m
-    order = torch.randperm(used, generator=gen, device="cuda")
-    sorted_ids = r.sorted_token_ids.clone()
-    sorted_ids[:used * block_m] = r.sorted_token_ids[:used * block_m].view(used, block_m)[order].flatten()
-    expert_ids = r.expert_ids.clone()
-    expert_ids[:used] = r.expert_ids[:used][order]
+    sorted_ids, expert_ids, used = _shuffled_blocks(r, block_m, gen)
     launch = plan(pw, block_m=block_m, capacity=routing_capacity(sorted_ids, expert_ids, block_m), config=config)
     assert (launch.list_cap < used) == walk, (launch.list_cap, used)
     assert launch.grid % 2 == 0
@@ -146,37 +118,6 @@ def test_pair_items_over_shuffled_blocks(walk: bool, dynamic: bool) -> None:
     assert not outs[0].isnan().any()
     assert _rel_err(outs[0], ref) <= REL_TOL
     assert torch.equal(outs[0], outs[1]), "pairing changed the result"
-
-
-def test_pair_cuda_graph_capture_and_replay() -> None:
-    """Capture, then two replays on fresh inputs: the first CTA of each pair requests the units, and the last
-    of them to finish resets the dynamic schedule's counters for the next replay."""
-    gen = torch.Generator(device="cuda").manual_seed(13)
-    e, n, k, rows, top_k, block_m = 16, 1024, 1024, 300, 2, 48
-    packed, scales = _weights(e, n, k, gen)
-    pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
-    ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
-    r = align_block_size(ids, block_m, e)
-    a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
-    out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
-    config = WgmmaConfig(block_m, 2, 128, 3, items=3, dynamic=True, weight_ring=True, cta_pair=True)
-    ws = new_workspace(plan(pw, block_m=block_m, capacity=r.expert_ids.numel(), config=config).workspace_bytes)
-    run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731
-                       block_m=block_m, top_k=top_k, out=out, config=config, workspace=ws)
-    run()
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    for _ in range(2):
-        a.copy_(torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16))
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        ref = reference.indexed_gemm(a, (packed, scales), r.sorted_token_ids, r.expert_ids,
-                                     r.num_tokens_post_padded, block_m=block_m, top_k=top_k)
-        assert not out.isnan().any()
-        assert _rel_err(out, ref) <= REL_TOL
 
 
 def test_pair_refuses_an_odd_n_tile_count() -> None:

@@ -94,6 +94,18 @@ CASES = [
 ]
 
 
+def _shuffled_blocks(r, block_m: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``align_block_size``'s routing ``r`` with its used blocks in a random order (an expert's blocks in several
+    runs, as the contract allows): sorted token ids, expert ids, and the used block count."""
+    used = int(r.num_tokens_post_padded.item()) // block_m
+    order = torch.randperm(used, generator=gen, device="cuda")
+    sorted_ids = r.sorted_token_ids.clone()
+    sorted_ids[:used * block_m] = r.sorted_token_ids[:used * block_m].view(used, block_m)[order].flatten()
+    expert_ids = r.expert_ids.clone()
+    expert_ids[:used] = r.expert_ids[:used][order]
+    return sorted_ids, expert_ids, used
+
+
 def _routing(case: Case, gen: torch.Generator):
     """topk_ids over the global experts and the expert_map (None unless the case maps experts)."""
     global_e = case.experts * 4 if case.routing == "mapped" else case.experts

@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 import torch
-from test_indexed_gpu import Case, _rel_err, _routing, _weights
+from test_indexed_gpu import Case, _rel_err, _routing, _shuffled_blocks, _weights
 
 import chord_kernels
 from chord_kernels import reference
@@ -291,14 +291,16 @@ def test_row_widths_bit_identical_to_full_width(config: WgmmaConfig) -> None:
     assert torch.equal(outs[0], outs[1]), "row widths changed the result"
 
 
-@pytest.mark.parametrize(("dynamic", "runs", "tail_parts"), [(False, False, 0), (True, False, 0), (False, True, 0),
-                                                            (True, False, 8)],
-                         ids=["strided", "dynamic", "runs", "split_tail"])
-def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool, tail_parts: int) -> None:
+@pytest.mark.parametrize(("dynamic", "runs", "tail_parts", "cta_pair"),
+                         [(False, False, 0, False), (True, False, 0, False), (False, True, 0, False),
+                          (True, False, 8, False), (True, False, 0, True)],
+                         ids=["strided", "dynamic", "runs", "split_tail", "cta_pair"])
+def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool, tail_parts: int, cta_pair: bool) -> None:
     """Capture, then two replays on fresh inputs (the dynamic schedule's counters are reset by each
     launch, so every replay takes every item; runs: K = 256, the planned runs of N tiles; split tail:
     its 32-40 items, fewer than half the SMs, each cut into 3 or 4 parts whose arrival counters each
-    launch resets)."""
+    launch resets; CTA pairs: the first CTA of each pair requests the units, the last pair to finish
+    resets the counters)."""
     gen = torch.Generator(device="cuda").manual_seed(11)
     e, n, k, rows, top_k, block_m = 16, 512, 256 if runs else 1024, 300, 2, 48
     packed, scales = _weights(e, n, k, gen)
@@ -307,7 +309,8 @@ def test_wgmma_cuda_graph_capture_and_replay(dynamic: bool, runs: bool, tail_par
     r = align_block_size(ids, block_m, e)
     a = torch.randn(rows, k, generator=gen, device="cuda").to(torch.bfloat16)
     out = torch.empty(rows * top_k, n, dtype=torch.bfloat16, device="cuda")
-    config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic, tail_parts=tail_parts)
+    config = dataclasses.replace(choose_wgmma_config(n, k, block_m), dynamic=dynamic, tail_parts=tail_parts,
+                                 cta_pair=cta_pair)
     assert bool(config.n_run) == runs
     ws = new_workspace(plan(pw, block_m=block_m, capacity=r.expert_ids.numel(), config=config).workspace_bytes)
     run = lambda: gemm(a, pw, r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded,  # noqa: E731
@@ -345,12 +348,7 @@ def test_items_over_shuffled_blocks(walk: bool, dynamic: bool, runs: int) -> Non
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
     ids = torch.rand(rows, e, generator=gen, device="cuda").argsort(dim=1)[:, :top_k]
     r = align_block_size(ids, block_m, e)
-    used = int(r.num_tokens_post_padded.item()) // block_m
-    order = torch.randperm(used, generator=gen, device="cuda")
-    sorted_ids = r.sorted_token_ids.clone()
-    sorted_ids[:used * block_m] = r.sorted_token_ids[:used * block_m].view(used, block_m)[order].flatten()
-    expert_ids = r.expert_ids.clone()
-    expert_ids[:used] = r.expert_ids[:used][order]
+    sorted_ids, expert_ids, used = _shuffled_blocks(r, block_m, gen)
     capacity = routing_capacity(sorted_ids, expert_ids, block_m)
     launch = plan(pw, block_m=block_m, capacity=capacity, config=config)
     assert (launch.list_cap < used) == walk, (launch.list_cap, used)
@@ -432,12 +430,13 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
 
 
 def _mapped_outputs(n: int, k: int, block_m: int, tok_e: float, silu: bool, configs: list[WgmmaConfig],
-                    seed: int) -> tuple[list[torch.Tensor], torch.Tensor]:
+                    seed: int, routing: str = "mapped") -> tuple[list[torch.Tensor], torch.Tensor]:
     """Each configuration's output (poisoned before) and the reference of one GEMM on 48 experts under an
     expert map keeping a quarter of the global ones, about ``tok_e`` rows on each, with top-k weights (down)
-    or SiLU-and-mul fused (gate_up)."""
-    rows = int(4 * 48 * tok_e)
-    case = Case("mapped", 48, n, k, rows, 1, block_m=block_m, routing="mapped", weighted=not silu)
+    or SiLU-and-mul fused (gate_up); or, with ``routing`` "hot" / "sparse" (``test_indexed_gpu._routing``), 48 x
+    ``tok_e`` rows on one or two of the 48 experts."""
+    rows = int(4 * 48 * tok_e) if routing == "mapped" else int(48 * tok_e)
+    case = Case(routing, 48, n, k, rows, 1, block_m=block_m, routing=routing, weighted=not silu)
     gen = torch.Generator(device="cuda").manual_seed(seed)
     packed, scales = _weights(case.experts, n, k, gen)
     pw = chord_kernels.pack("indexed", packed, scales, profile="h200_ep8")
