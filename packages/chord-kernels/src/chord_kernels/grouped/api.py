@@ -115,7 +115,7 @@ def blocks_cut(config: WgmmaConfig) -> WgmmaConfig | None:
     narrower widths without their own K loop, runs of N tiles, the weight ring)."""
     if config.items < 2 or config.widths or config.tail_parts or config.n_run or config.weight_ring:
         return None
-    return dataclasses.replace(config, tail_parts=config.items, tail_blocks=True, cta_pair=False)  # (rows by tensor copies)
+    return dataclasses.replace(config, tail_parts=config.items, tail_blocks=True)
 
 
 def contiguous_tail_config(weight: PackedWeight, m: int, arch: str, num_sms: int) -> WgmmaConfig | None:

@@ -115,9 +115,9 @@ below (the downs: 2.5 % slower at EP8 341, where the row widths count), per K st
 CTA_PAIR_MIN_K = 4096
 """From this K (the gate_up GEMMs) the wide items (the weight ring's 16 x 10 and 24 x 7) run in clusters of
 two CTAs that share each item's gathered rows (``WgmmaConfig.cta_pair``): interleaved on an H100, the same
-bits, EP8's gate_up 1.5-5.1 % faster at 121-149 rows per expert, TP8's 0.5-3.7 % at 6144 and 6960 tokens;
-the items on two 256-K stages 4-40 % slower paired (each stage's fill is its gathers, then the push), and
-on 128-K stages of their own slower still (docs/optimization.md, session 66)."""
+bits, EP8's gate_up 1-5.5 % faster at 121-149 rows per expert, TP8's level to 4.5 % faster at 6144 and 6960
+tokens; the items on two 256-K stages 2-40 % slower paired (each stage's fill is its gathers, then the push),
+and on 128-K stages of their own slower still (docs/optimization.md, session 66)."""
 
 GROUP_ONE_BLOCK_MAX_K = 2048
 """Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
