@@ -492,7 +492,8 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     runs72 = choose_wgmma_config(7168, 256, 72)
     assert b80.shift_pairs and choose_wgmma_config(4096, 7168, 96).shift_pairs
     assert not any(c.shift_pairs for c in (prefill, b56, runs72, choose_wgmma_config(4096, 7168, 24, 16.0)))
-    assert dataclasses.replace(b80, subnormal=True).template_args().endswith(", 384u, 0, false, false, true, true")
+    assert dataclasses.replace(b80, subnormal=True).template_args().endswith(  # (prefetch_rows: every argument)
+        ", 384u, 0, false, false, true, true, 0, false, false, true")
     assert dataclasses.replace(b56, subnormal=True).template_args().endswith(", 48u, 0, false, true, true")
     assert dataclasses.replace(b56, shift_pairs=True).source() == b56.source()  # no form to choose
     assert choose_wgmma_config(7168, 256, 72).row_widths == (56, 64)

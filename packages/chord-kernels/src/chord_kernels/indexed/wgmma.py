@@ -119,6 +119,18 @@ bits, EP8's gate_up 1-5.5 % faster at 121-149 rows per expert, TP8's level to 4.
 tokens; the items on two 256-K stages 2-40 % slower paired (each stage's fill is its gathers, then the push),
 and on 128-K stages of their own slower still (docs/optimization.md, session 66)."""
 
+PREFETCH_ROWS_MIN_K = 4096
+"""From this K (the gate_up GEMMs) the items on two 256-K stages of at least :data:`PREFETCH_ROWS_MIN_TOKENS`
+tokens whose rows come mostly from DRAM (one-block items, or N of at most two N tiles: each row is read once per
+N tile, the rest from L2) ask L2 for the next stage's rows with each stage's gathers (``prefetch_rows``).
+Interleaved on an H100, the same bits (docs/optimization.md, session 67): TP8's gate_up 4-6 % faster at 4096
+(104-token items) and 8192 tokens (96), 3-4 % at 12288 (64 x 2), EP8's 1-2 % at 64 rows per expert (80);
+the items on three stages (32 and 56 tokens) 1-8 % slower, EP8's 64 x 2 items (16 N tiles) at 341 rows per
+expert 0-1.5 %, the wide items 5-7 %."""
+PREFETCH_ROWS_MIN_TOKENS = 80
+"""The narrowest item (tokens) of :data:`PREFETCH_ROWS_MIN_K`'s rule: the 24-40-token items on two stages (four
+consumer warpgroups) were not measured."""
+
 GROUP_ONE_BLOCK_MAX_K = 2048
 """Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
 per K group on whole stages (session 61: 0-4.5 % faster at EP8 56-171 rows per expert); from K = 4096
@@ -316,6 +328,10 @@ class WgmmaConfig:
     into the other's stage with shared-to-shared bulk copies, so the rows are gathered once per two N
     tiles. Rows gathered only (not ``tma_rows``), items of one N tile (``n_run`` 0), no split tail
     (docs/optimization.md, session 66)."""
+    prefetch_rows: bool = False
+    """With a stage's row gathers also ask L2 for each row's lines of the next stage
+    (``prefetch.global.L2``): for items on two stages whose rows mostly come from DRAM. Rows gathered only
+    (not ``tma_rows``); the same bits (docs/optimization.md, session 67)."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -366,6 +382,8 @@ class WgmmaConfig:
         if self.cta_pair and (self.tma_rows or self.n_run or self.tail_parts):
             raise ChordInputError(f"cta_pair: expected gathered rows (tma_rows=False) in items of one N tile (n_run=0) "
                                   f"without a split tail (tail_parts=0), got {self}")
+        if self.prefetch_rows and self.tma_rows:
+            raise ChordInputError(f"prefetch_rows: expected gathered rows (tma_rows=False), got {self}")
         if self.stages < 2 or self.consumers not in (1, 2, 3, 4):
             raise ChordInputError(f"invalid wgmma config {self}")
 
@@ -447,8 +465,9 @@ class WgmmaConfig:
 
     def with_tma_rows(self) -> WgmmaConfig:
         """This configuration loading whole routing blocks with tensor copies (the grouped modes, rows in
-        routing order): nothing gathered, so nothing for a CTA pair to share (``cta_pair`` off)."""
-        return dataclasses.replace(self, tma_rows=True, cta_pair=False)
+        routing order): nothing gathered, so nothing for a CTA pair to share or to prefetch (``cta_pair``,
+        ``prefetch_rows`` off)."""
+        return dataclasses.replace(self, tma_rows=True, cta_pair=False, prefetch_rows=False)
 
     @property
     def cluster(self) -> int:
@@ -518,9 +537,12 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        if self.tail_parts or self.cta_pair:  # every argument, up to the last
+        if self.tail_parts or self.cta_pair or self.prefetch_rows:  # every argument, up to the last one set
             tail = ", ".join(str(f).lower() for f in (self.pingpong, self.whole_stages, self.subnormal, self.shift_pairs))
-            last = f", {str(self.tail_blocks).lower()}, true" if self.cta_pair else (", true" if self.tail_blocks else "")
+            ends = [self.tail_blocks, self.cta_pair, self.prefetch_rows]
+            while ends and not ends[-1]:
+                ends.pop()
+            last = "".join(f", {str(f).lower()}" for f in ends)
             return (f"{self.block_m}, {self.items}, {self.mt}, {self.bk}, {self.stages}, {self.consumers}, {flags}, "
                     f"{mask}u, {self.consumer_regs}, {sum(1 << (w // 8 - 1) for w in self.row_widths)}u, {self.n_run}, "
                     f"{tail}, {self.tail_parts}{last}")
@@ -672,7 +694,19 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
            and not cfg.n_run)
     cfg = dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
                               tail_parts=TAIL_CUT_PARTS if cut else 0)
-    return _cta_paired(cfg, n, k)
+    return _rows_prefetched(_cta_paired(cfg, n, k), n, k)
+
+
+def _rows_prefetched(cfg: WgmmaConfig, n: int, k: int) -> WgmmaConfig:
+    """``cfg`` asking L2 for the next stage's rows (``prefetch_rows``) under :data:`PREFETCH_ROWS_MIN_K`'s rule:
+    two 256-K stages of gathered rows (not the weight ring, runs of N tiles or tensor copies), two consumer
+    warpgroups, items of :data:`PREFETCH_ROWS_MIN_TOKENS` tokens or more, one block per item or at most two N
+    tiles."""
+    if (k >= PREFETCH_ROWS_MIN_K and cfg.stages == 2 and cfg.bk == 256 and cfg.consumers == 2
+            and cfg.tile >= PREFETCH_ROWS_MIN_TOKENS and not (cfg.weight_ring or cfg.n_run or cfg.tma_rows)
+            and (cfg.items == 1 or cfg.ntiles(n) <= 2)):
+        return dataclasses.replace(cfg, prefetch_rows=True)
+    return cfg
 
 
 def _cta_paired(cfg: WgmmaConfig, n: int, k: int) -> WgmmaConfig:

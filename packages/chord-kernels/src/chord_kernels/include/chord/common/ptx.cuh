@@ -170,6 +170,11 @@ __device__ __forceinline__ uint64_t policy_evict_last() {
   return policy;
 }
 
+// The 128-byte line at global address `p` into L2 (a hint: no data returns, nothing to wait for).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p) : "memory");
+}
+
 // ---- 1-D bulk async copy global -> shared (no tensor map) -------------------------------------
 // `bytes` and both addresses must be multiples of 16. Completion is counted on `bar` in bytes.
 __device__ __forceinline__ void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes,

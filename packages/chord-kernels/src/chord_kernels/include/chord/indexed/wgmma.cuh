@@ -76,12 +76,14 @@ namespace chord::indexed {
 // item's two N tiles side by side: each gathers half of the item's activation rows and pushes its
 // half into the other's stage with one shared-to-shared bulk copy per 64-K slice, so an item's rows
 // are gathered once per pair of N tiles (the 16-byte gathers' instructions are what the indexed
-// routing pays over tensor copies: docs/optimization.md, session 66).
+// routing pays over tensor copies: docs/optimization.md, session 66). With kPrefetchRows the gathers
+// of a stage also ask L2 for each row's lines of the next stage (its items, on two stages, wait on
+// rows read from DRAM; docs/optimization.md, session 67).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
           bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false,
-          int kTailParts_ = 0, bool kTailBlocks_ = false, bool kCtaPair_ = false>
+          int kTailParts_ = 0, bool kTailBlocks_ = false, bool kCtaPair_ = false, bool kPrefetchRows_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -110,6 +112,8 @@ struct WgmmaConfig {
   static constexpr bool kCtaPair = kCtaPair_;  // clusters of two CTAs sharing each item's gathered rows
   static_assert(!kCtaPair || (!kTmaRows_ && kNRun_ == 0 && kTailParts_ == 0),
                 "pairs share gathered rows of items of one N tile, uncut");
+  static constexpr bool kPrefetchRows = kPrefetchRows_;  // the next stage's rows asked of L2 with a stage's gathers
+  static_assert(!kPrefetchRows || !kTmaRows_, "rows are prefetched where they are gathered");
   static constexpr Dequant kDequant =
       !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
@@ -645,6 +649,13 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
             for (int sub = 0; sub < Cfg::kSubtiles; ++sub) {
               if (whole || k0 + sub * 64 + 8 * chunk < args.k) {
                 cp_async_16(row_dst + sub * Cfg::kActTileBytes, src + sub * 128, act_policy);
+              }
+            }
+            if constexpr (Cfg::kPrefetchRows) {
+              // The row's 128-byte line `chunk` (64 K) of the next stage into L2 (`src` is this stage's
+              // chunk of the row, 16 bytes per chunk on): the gathers one stage on then find it there.
+              if (chunk < Cfg::kSubtiles && k0 + Cfg::kBK + 64 * chunk < args.k) {
+                ptx::prefetch_l2(src + 2 * Cfg::kBK + (128 - 16) * chunk);
               }
             }
           };
