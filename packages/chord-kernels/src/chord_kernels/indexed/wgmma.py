@@ -123,10 +123,11 @@ PREFETCH_ROWS_MIN_K = 4096
 """From this K (the gate_up GEMMs) the items on two 256-K stages of at least :data:`PREFETCH_ROWS_MIN_TOKENS`
 tokens whose rows come mostly from DRAM (one-block items, or N of at most two N tiles: each row is read once per
 N tile, the rest from L2) ask L2 for the next stage's rows with each stage's gathers (``prefetch_rows``).
-Interleaved on an H100, the same bits (docs/optimization.md, session 67): TP8's gate_up 4-6 % faster at 4096
-(104-token items) and 8192 tokens (96), 3-4 % at 12288 (64 x 2), EP8's 1-2 % at 64 rows per expert (80);
-the items on three stages (32 and 56 tokens) 1-8 % slower, EP8's 64 x 2 items (16 N tiles) at 341 rows per
-expert 0-1.5 %, the wide items 5-7 %."""
+Interleaved on an H100, the same bits (docs/optimization.md, session 67): TP8's gate_up 12-14 % faster at 3200
+tokens (88-token items), 5-6 % at 4096 (104), 5-7 % at 4800 (64 x 2), 4-5 % at 8192 (96), 3-4 % at 12288 (64 x 2);
+EP8's 4-6 % at 64 rows per expert (80), 1-3 % at 160 (96), 1 % at 185 (104). The items on three stages (32 and 56
+tokens) measured 1-8 % slower with it, EP8's 64 x 2 items (16 N tiles) at 341 rows per expert 0-1.5 %, the wide
+items 5-7 %."""
 PREFETCH_ROWS_MIN_TOKENS = 80
 """The narrowest item (tokens) of :data:`PREFETCH_ROWS_MIN_K`'s rule: the 24-40-token items on two stages (four
 consumer warpgroups) were not measured."""
