@@ -1297,12 +1297,15 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
   const int items = args.list_cap > 0 ? compact_items<Cfg::kThreads, Cfg::kItems>(args, used, Cfg::kBM, list, scratch) : 0;
   const bool listed = args.list_cap > 0 && items <= args.list_cap;
   __syncthreads();
+  const int n16 = (args.n + kAtomN - 1) / kAtomN;
+  const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
+  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : Cfg::kCtaPair ? ntiles / 2 : ntiles;
+  const int total = (listed ? items : used) * units_per_block;  // work units: items, runs or pairs of N tiles
   // kCtaPair: the producer's facts in the scratch; the other CTA's barriers are initialized and its
   // compact_items is done with the scratch that holds the item ids it receives.
   if constexpr (Cfg::kCtaPair) {
     if (threadIdx.x == 0) {
-      const int pairs = ((args.n + kAtomN - 1) / kAtomN + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks) / 2;
-      scratch[kPairFacts] = (listed ? items : used) * pairs;
+      scratch[kPairFacts] = total;
       scratch[kPairFacts + 1] = used;
       scratch[kPairFacts + 2] = listed;
     }
@@ -1316,10 +1319,6 @@ __device__ __forceinline__ void wgmma_kernel(const Args& args) {
       return;
     }
   }
-  const int n16 = (args.n + kAtomN - 1) / kAtomN;
-  const int ntiles = (n16 + 4 * Cfg::kBlocks - 1) / (4 * Cfg::kBlocks);
-  const int units_per_block = Cfg::kResident ? (ntiles + Cfg::kNRun - 1) / Cfg::kNRun : Cfg::kCtaPair ? ntiles / 2 : ntiles;
-  const int total = (listed ? items : used) * units_per_block;  // work units: items, runs or pairs of N tiles
   if (threadIdx.x / 128 == Cfg::kConsumers) {
     if constexpr (Cfg::kConsumers > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::kProducerRegs));
     wgmma_producer<Cfg>(args, smem, list, total, used, listed, scratch);  // (compact_items is done with it)
