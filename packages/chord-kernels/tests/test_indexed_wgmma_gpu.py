@@ -499,11 +499,12 @@ def test_wide_items_commit_per_k_group_bit_identical(n: int, k: int, block_m: in
 
 @pytest.mark.parametrize(("n", "k", "block_m", "tok_e", "silu"),
                          [(512, 7168, 96, 170.7, True), (512, 7168, 64, 256.0, False), (4096, 7168, 80, 64.0, True),
-                          (512, 4160, 104, 85.3, True)],
-                         ids=["tp8_bm96_silu", "tp8_64x2", "ep8_bm80_silu", "tp8_bm104_short_last_stage"])
+                          (4096, 7168, 72, 56.0, True), (512, 7168, 72, 53.3, False), (512, 4160, 104, 85.3, True)],
+                         ids=["tp8_bm96_silu", "tp8_64x2", "ep8_bm80_silu", "ep8_bm72_silu", "tp8_bm72",
+                              "tp8_bm104_short_last_stage"])
 def test_prefetched_rows_bit_identical(n: int, k: int, block_m: int, tok_e: float, silu: bool) -> None:
     """The gate_up items on two stages that ask L2 for the next stage's rows (``prefetch_rows``, planned since
-    session 67) give the bits of the same items without, and the reference's values: a hint that moves no data.
+    session 67, from 72 tokens since session 68) give the bits of the same items without, and the reference's values: a hint that moves no data.
     K = 4160: a short last stage, the prefetch bounded by K."""
     config = choose_wgmma_config(n, k, block_m, tok_e)
     assert config.prefetch_rows

@@ -123,14 +123,16 @@ PREFETCH_ROWS_MIN_K = 4096
 """From this K (the gate_up GEMMs) the items on two 256-K stages of at least :data:`PREFETCH_ROWS_MIN_TOKENS`
 tokens whose rows come mostly from DRAM (one-block items, or N of at most two N tiles: each row is read once per
 N tile, the rest from L2) ask L2 for the next stage's rows with each stage's gathers (``prefetch_rows``).
-Interleaved on an H100, the same bits (docs/optimization.md, session 67): TP8's gate_up 12-14 % faster at 3200
-tokens (88-token items), 5-6 % at 4096 (104), 5-7 % at 4800 (64 x 2), 4-5 % at 8192 (96), 3-4 % at 12288 (64 x 2);
-EP8's 4-6 % at 64 rows per expert (80), 1-3 % at 160 (96), 1 % at 185 (104). The items on three stages (32 and 56
-tokens) measured 1-8 % slower with it, EP8's 64 x 2 items (16 N tiles) at 341 rows per expert 0-1.5 %, the wide
-items 5-7 %."""
-PREFETCH_ROWS_MIN_TOKENS = 80
-"""The narrowest item (tokens) of :data:`PREFETCH_ROWS_MIN_K`'s rule: the 24-40-token items on two stages (four
-consumer warpgroups) were not measured."""
+Interleaved on an H100, the same bits (docs/optimization.md, sessions 67 and 68): TP8's gate_up 6-12 % faster at
+2496 and 2688 tokens (72-token items), 12-14 % at 3200 (88), 5-6 % at 4096 (104), 5-7 % at 4800 (64 x 2), 4-5 % at
+8192 (96), 3-4 % at 12288 (64 x 2); EP8's 5-10 % at 52 and 57 rows per expert (72), 4-6 % at 64 (80), 1-3 % at 160
+(96), 1 % at 185 (104). The items on three stages (32 and 56 tokens) measured 1-8 % slower with it, EP8's 64 x 2
+items (16 N tiles) at 100 and 341 rows per expert level to 1.7 % slower, the wide items 5-7 %; prefetching from only
+one of an item's N tiles, or each N tile a share of the rows, gained less (session 68)."""
+PREFETCH_ROWS_MIN_TOKENS = 72
+"""The narrowest item (tokens) of :data:`PREFETCH_ROWS_MIN_K`'s rule: the 72-token items, the narrowest on two
+stages and two consumer warpgroups. The 24 x 2 items (two stages, four consumer warpgroups) measured level with it
+(-0.6 to +0.4 %, session 68), and their producer spills 12 bytes with it under EP8's split tail."""
 
 GROUP_ONE_BLOCK_MAX_K = 2048
 """Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
