@@ -237,7 +237,13 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 9600 * 8) == 64  # tok_e 200
     assert choose(tp8, 4096 * 8) == 104  # tok_e 85
     assert choose(tp8, 4608 * 8) == 64  # tok_e 96
-    assert choose(tp8, 6144 * 8) == 24  # tok_e 128: the 24-row wide items with many experts
+    assert choose(tp8, 6144 * 8) == 24  # tok_e 128: the 24-row wide items with many experts ...
+    assert choose(tp8, 6960 * 8) == 24  # ... to tok_e 145, then 88-row blocks, one per item, to 160 ...
+    assert choose(tp8, 6961 * 8) == 88
+    assert choose(tp8, 7200 * 8) == 88
+    assert choose(tp8, 7680 * 8) == 88
+    assert choose(tp8, 7681 * 8) == 96  # ... and 96 as with EP8's 48 (which keep the wide items to 150)
+    assert choose(pw, 48 * 146) == 24
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")
     assert choose(bw, 768) == 24

@@ -107,6 +107,16 @@ WIDE_MIN_TOK_E = 120.0
 EP8's and TP8's shapes, 5-12 % slower at 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
 """tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
+WIDE_MANY_MAX_TOK_E = 145.0
+""":data:`WIDE_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts; beyond, up to
+:data:`MANY_88_MAX_TOK_E`, 88-token blocks, one per work item (their gate_up items prefetch the next stage's rows
+since sessions 67 and 68). TP8's layer against the wide items, the same bits (docs/optimization.md, session 68):
+4 % slower at 140.6 and 143.8 rows per expert, 2-3 % faster at 146.9, 3-5 % at 150, 6 % at 154, 10 % at 158; EP8's 48
+experts keep the wide items to :data:`WIDE_MAX_TOK_E` (88- and 96-token blocks 6-14 % slower at 145-148)."""
+MANY_88_MAX_TOK_E = 160.0
+"""The last rows per expert of :data:`WIDE_MANY_MAX_TOK_E`'s 88-token blocks: TP8's layer measured them 1-2 % faster
+than :data:`TWO_ITEM_BLOCKS`' 96 at 146.9-158.3 rows per expert, 2-3 % slower at 162.5 and 9-10 % at 170.7
+(docs/optimization.md, session 68)."""
 WIDE16_BLOCK = 16
 """Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE16_MAX_TOK_E` rows per expert for fewer than
 :data:`MANY_EXPERTS` experts (EP8's 48): up to ten blocks of an expert per work item, the K loop
@@ -178,7 +188,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except
     :data:`WIDE_BLOCK` (up to seven per work item) from :data:`WIDE_MIN_TOK_E` to
     :data:`WIDE_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to :data:`WIDE16_MAX_TOK_E` for fewer than
-    :data:`MANY_EXPERTS` experts) and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
+    :data:`MANY_EXPERTS` experts; to :data:`WIDE_MANY_MAX_TOK_E` for more, then 88 to :data:`MANY_88_MAX_TOK_E`)
+    and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
         raise ChordInputError(f"num_slots: expected a non-negative count, got {num_slots}")
@@ -197,8 +208,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         if tile <= PREFILL_ONE_BLOCK_MAX:
             block = max(32, tile)
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
-        if WIDE_MIN_TOK_E < tok_e <= WIDE_MAX_TOK_E:
+        if WIDE_MIN_TOK_E < tok_e <= (WIDE_MANY_MAX_TOK_E if many else WIDE_MAX_TOK_E):
             return WIDE16_BLOCK if not many and tok_e <= WIDE16_MAX_TOK_E else WIDE_BLOCK
+        if many and WIDE_MANY_MAX_TOK_E < tok_e <= MANY_88_MAX_TOK_E:
+            return 88
         if tok_e > WIDE_MAX_TOK_E:
             return next((block for up_to, block in TWO_ITEM_BLOCKS if tok_e <= up_to), PREFILL_BLOCK)
         return PREFILL_BLOCK
