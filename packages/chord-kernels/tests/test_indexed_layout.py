@@ -236,6 +236,9 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 9216 * 8) == 104  # tok_e 192
     assert choose(tp8, 9600 * 8) == 64  # tok_e 200
     assert choose(tp8, 4096 * 8) == 104  # tok_e 85
+    assert choose(tp8, 4464 * 8) == 104  # tok_e 93: 104 beyond the tile's 86.6 with many experts ...
+    assert choose(tp8, 4465 * 8) == 64
+    assert choose(pw, 48 * 88) == 64  # ... not with EP8's 48
     assert choose(tp8, 4608 * 8) == 64  # tok_e 96
     assert choose(tp8, 6144 * 8) == 24  # tok_e 128: the 24-row wide items with many experts ...
     assert choose(tp8, 6960 * 8) == 24  # ... to tok_e 145, then 88-row blocks, one per item, to 160 ...

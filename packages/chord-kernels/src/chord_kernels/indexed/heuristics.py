@@ -152,6 +152,12 @@ most experts fit one 88-104-token item, where the 128-token items run most exper
 width with two stages and per-step commits. The layer measured 6-11 % faster with 96-token blocks at
 72 rows per expert and 3-10 % with 104 at 85 (EP8 and TP8, two draws each); the 120-token tile at 100
 rows only 1-2 % (docs/optimization.md, session 34)."""
+MANY_104_MAX_TOK_E = 93.0
+"""With :data:`MANY_EXPERTS` experts :data:`PREFILL_ONE_BLOCK_MAX`'s one-block items stay the block from 86.6 to
+here, where the tok_e + 1.9 sigma tile passes it (their gate_up items prefetch the next stage's rows since session
+67): TP8's layer against :data:`PREFILL_BLOCK`'s 64 x 2 items, the same bits (docs/optimization.md, session 68),
+5 % faster at 87 and 87.5 rows per expert, 4 % at 90, 3 % at 92, level at 94 and 96. EP8's 48 experts gained at most
+3 % at 87-90 and lost 1-3 % from 92, so they keep the tile's rule."""
 PREFILL_BLOCK_STAND_IN = 56
 """The tile where tok_e + 1.9 sigma comes out at :data:`PREFILL_BLOCK` (about 44-51 rows per expert):
 64-token blocks are the prefill items of two blocks, whose 128-token K loop and two stages cost an
@@ -185,10 +191,11 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     from :data:`MANY_EXPERTS` experts), then tok_e + 1.9 sigma (at least 32, and 32 up to
     :data:`MANY_32_MAX_TOK_E` from :data:`MANY_EXPERTS` experts; where it is :data:`PREFILL_BLOCK`,
     :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert, and on while it is at most
-    :data:`PREFILL_ONE_BLOCK_MAX`; beyond, :data:`PREFILL_BLOCK` (two per work item), except
-    :data:`WIDE_BLOCK` (up to seven per work item) from :data:`WIDE_MIN_TOK_E` to
-    :data:`WIDE_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to :data:`WIDE16_MAX_TOK_E` for fewer than
-    :data:`MANY_EXPERTS` experts; to :data:`WIDE_MANY_MAX_TOK_E` for more, then 88 to :data:`MANY_88_MAX_TOK_E`)
+    :data:`PREFILL_ONE_BLOCK_MAX` (to :data:`MANY_104_MAX_TOK_E` with many experts); beyond,
+    :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per work item)
+    from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to
+    :data:`WIDE16_MAX_TOK_E` for fewer than :data:`MANY_EXPERTS` experts; for more to
+    :data:`WIDE_MANY_MAX_TOK_E`, then 88 to :data:`MANY_88_MAX_TOK_E`)
     and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
@@ -208,6 +215,8 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
         if tile <= PREFILL_ONE_BLOCK_MAX:
             block = max(32, tile)
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
+        if many and tok_e <= MANY_104_MAX_TOK_E:
+            return PREFILL_ONE_BLOCK_MAX
         if WIDE_MIN_TOK_E < tok_e <= (WIDE_MANY_MAX_TOK_E if many else WIDE_MAX_TOK_E):
             return WIDE16_BLOCK if not many and tok_e <= WIDE16_MAX_TOK_E else WIDE_BLOCK
         if many and WIDE_MANY_MAX_TOK_E < tok_e <= MANY_88_MAX_TOK_E:
