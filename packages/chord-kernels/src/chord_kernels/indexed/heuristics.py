@@ -112,7 +112,7 @@ WIDE_MANY_MAX_TOK_E = 145.0
 :data:`MANY_88_MAX_TOK_E`, 88-token blocks, one per work item (their gate_up items prefetch the next stage's rows
 since sessions 67 and 68). TP8's layer against the wide items, the same bits (docs/optimization.md, session 68):
 4 % slower at 140.6 and 143.8 rows per expert, 2-3 % faster at 146.9, 3-5 % at 150, 6 % at 154, 10 % at 158; EP8's 48
-experts keep the wide items to :data:`WIDE_MAX_TOK_E` (88- and 96-token blocks 6-14 % slower at 145-148)."""
+experts keep the wide items to :data:`WIDE_MAX_TOK_E` (88- and 96-token blocks 6-15 % slower at 145-148)."""
 MANY_88_MAX_TOK_E = 160.0
 """The last rows per expert of :data:`WIDE_MANY_MAX_TOK_E`'s 88-token blocks: TP8's layer measured them 1-2 % faster
 than :data:`TWO_ITEM_BLOCKS`' 96 at 146.9-158.3 rows per expert, 2-3 % slower at 162.5 and 9-10 % at 170.7
@@ -156,8 +156,8 @@ MANY_104_MAX_TOK_E = 93.0
 """With :data:`MANY_EXPERTS` experts :data:`PREFILL_ONE_BLOCK_MAX`'s one-block items stay the block from 86.6 to
 here, where the tok_e + 1.9 sigma tile passes it (their gate_up items prefetch the next stage's rows since session
 67): TP8's layer against :data:`PREFILL_BLOCK`'s 64 x 2 items, the same bits (docs/optimization.md, session 68),
-5 % faster at 87 and 87.5 rows per expert, 4 % at 90, 3 % at 92, level at 94 and 96. EP8's 48 experts gained at most
-3 % at 87-90 and lost 1-3 % from 92, so they keep the tile's rule."""
+5-10 % faster at 87 and 87.5 rows per expert, 3-4 % at 90 and 92, level at 94 and 96. EP8's 48 experts gained at
+most 3 % at 87-90 and lost 1-4 % from 92, so they keep the tile's rule."""
 PREFILL_BLOCK_STAND_IN = 56
 """The tile where tok_e + 1.9 sigma comes out at :data:`PREFILL_BLOCK` (about 44-51 rows per expert):
 64-token blocks are the prefill items of two blocks, whose 128-token K loop and two stages cost an
