@@ -503,16 +503,18 @@ def test_two_stage_gate_up_items_prefetch_the_next_stage_rows() -> None:
     (sessions 67 and 68) where their rows come mostly from DRAM: one-block items (EP8 and TP8), and TP8's 64 x 2
     items (two N tiles); not EP8's 64 x 2 items (16 N tiles), the items on three stages, the 24 x 2 items on four
     consumer warpgroups, the wide items, the downs or the tensor-copy twins."""
-    for n, block_m, tok_e in ((512, 72, 53.3), (4096, 72, 56.0), (512, 88, 66.7), (512, 104, 85.3), (512, 64, 100.0), (512, 96, 170.7), (512, 64, 256.0),
-                              (4096, 80, 64.0), (4096, 96, 160.0), (4096, 104, 185.0)):
+    for n, block_m, tok_e in ((512, 72, 53.3), (4096, 72, 56.0), (512, 88, 66.7), (512, 104, 85.3), (512, 64, 100.0),
+                              (512, 96, 170.7), (512, 64, 256.0), (4096, 80, 64.0), (4096, 96, 160.0),
+                              (4096, 104, 185.0)):
         cfg = choose_wgmma_config(n, 7168, block_m, tok_e)
         assert cfg.prefetch_rows and cfg.stages == 2, (n, block_m, cfg)
         assert silu_mul_twin(cfg, n).prefetch_rows and not api._tma_rows_twin(cfg).prefetch_rows
         assert cfg.template_args().endswith(", 0, false, false, true")  # every argument, up to the last one set
         assert dataclasses.replace(cfg, prefetch_rows=False).kernel().source != cfg.kernel().source
     for n, k, block_m, tok_e in ((4096, 7168, 64, 100.0), (4096, 7168, 64, 341.0), (4096, 7168, 56, 43.0),
-                                 (512, 7168, 32, 21.3), (4096, 7168, 24, 16.0), (512, 7168, 24, 16.0), (4096, 7168, 16, 128.0),
-                                 (512, 7168, 24, 128.0), (7168, 2048, 80, 64.0), (7168, 256, 96, 170.7)):
+                                 (512, 7168, 32, 21.3), (4096, 7168, 24, 16.0), (512, 7168, 24, 16.0),
+                                 (4096, 7168, 16, 128.0), (512, 7168, 24, 128.0), (7168, 2048, 80, 64.0),
+                                 (7168, 256, 96, 170.7)):
         assert not choose_wgmma_config(n, k, block_m, tok_e).prefetch_rows, (n, k, block_m, tok_e)
     with pytest.raises(ChordInputError, match="prefetch_rows: expected gathered rows"):
         WgmmaConfig(96, 2, 256, 2, tma_rows=True, prefetch_rows=True)

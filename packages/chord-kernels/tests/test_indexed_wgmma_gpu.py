@@ -504,8 +504,8 @@ def test_wide_items_commit_per_k_group_bit_identical(n: int, k: int, block_m: in
                               "tp8_bm104_short_last_stage"])
 def test_prefetched_rows_bit_identical(n: int, k: int, block_m: int, tok_e: float, silu: bool) -> None:
     """The gate_up items on two stages that ask L2 for the next stage's rows (``prefetch_rows``, planned since
-    session 67, from 72 tokens since session 68) give the bits of the same items without, and the reference's values: a hint that moves no data.
-    K = 4160: a short last stage, the prefetch bounded by K."""
+    session 67, from 72 tokens since session 68) give the bits of the same items without, and the reference's
+    values: a hint that moves no data. K = 4160: a short last stage, the prefetch bounded by K."""
     config = choose_wgmma_config(n, k, block_m, tok_e)
     assert config.prefetch_rows
     outs, ref = _mapped_outputs(n, k, block_m, tok_e, silu, [config, dataclasses.replace(config, prefetch_rows=False)],
