@@ -101,6 +101,7 @@ def _problem(case: Case, gen: torch.Generator):
     r = align_block_size(ids, case.block_m, global_e, expert_map)
     act = torch.randn(case.rows * case.top_k, case.k, generator=gen, device="cuda").to(torch.bfloat16)
     tw = torch.rand(case.rows, case.top_k, generator=gen, device="cuda")
+    tw.view(-1)[::11] = -0.0  # rows of -0 and +0: a token's one local row is its sum from +0, so +0
     return (packed, scales), pw, ids, expert_map, (r.sorted_token_ids, r.expert_ids, r.num_tokens_post_padded), act, tw
 
 
