@@ -208,14 +208,15 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(pw, 48 * 96) == 64
     assert choose(pw, 48 * 120) == 64
     # ... 16-row blocks, up to ten per work item, above 120 and up to 136 (fewer than 256 experts),
-    # 24-row blocks, up to seven per work item, up to 150 ...
+    # 24-row blocks, up to seven per work item, up to 155 ...
     assert choose(pw, 48 * 121) == 16
     assert choose(pw, 6144) == 16     # ep8_tok128
     assert choose(pw, 48 * 136) == 16
     assert choose(pw, 48 * 136 + 1) == 24
     assert choose(pw, 48 * 150) == 24
-    # ... 96-row blocks, one per work item, above 150 and up to 176 ...
-    assert choose(pw, 48 * 151) == 96
+    assert choose(pw, 48 * 155) == 24
+    # ... 96-row blocks, one per work item, above 155 and up to 176 ...
+    assert choose(pw, 48 * 155 + 1) == 96
     assert choose(pw, 8208) == 96     # tok_e 171
     assert choose(pw, 48 * 176) == 96
     assert choose(pw, 48 * 176 + 1) == 104  # ... 104 up to 192 ...
@@ -245,7 +246,7 @@ def test_choose_block_m_follows_rows_per_expert() -> None:
     assert choose(tp8, 6961 * 8) == 88
     assert choose(tp8, 7200 * 8) == 88
     assert choose(tp8, 7680 * 8) == 88
-    assert choose(tp8, 7681 * 8) == 96  # ... and 96 as with EP8's 48 (which keep the wide items to 150)
+    assert choose(tp8, 7681 * 8) == 96  # ... and 96 as with EP8's 48 (which keep the wide items to 155)
     assert choose(pw, 48 * 146) == 24
     # Blackwell profiles keep the decode kernel's blocks.
     bw = chord_kernels.pack("indexed", packed, scales, profile="b200_ep8")

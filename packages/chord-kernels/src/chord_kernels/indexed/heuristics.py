@@ -67,7 +67,7 @@ WGMMA_PROFILES = ("h200_ep8", "h200_tp8")
 WGMMA_MIN_TOK_E = 9.0
 """Above this many rows per expert the WGMMA kernel's tiles of 24 tokens and more (docs/optimization.md)."""
 WIDE_BLOCK = 24
-"""Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` rows per expert: the WGMMA
+"""Routing block from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_FEW_MAX_TOK_E` rows per expert: the WGMMA
 kernel takes up to seven consecutive blocks of an expert per work item (168 tokens on 128-wide K
 stages, the weights in their own ring), so nearly every expert is one weight pass (a weight pass
 costs more than its MMAs; docs/optimization.md, sessions 6-7); the MMA width follows its rows in
@@ -106,15 +106,23 @@ WIDE_MIN_TOK_E = 120.0
 128-wide ones. Measured 2-9 % faster per layer than the wide items at 72-118 rows per expert on
 EP8's and TP8's shapes, 5-12 % slower at 128 and 149 (docs/optimization.md, session 11)."""
 WIDE_MAX_TOK_E = 150.0
-"""tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two."""
+"""tok_e + 1.5 sigma fits the 168-token item up to here; beyond, most experts would need two (the grouped
+contiguous mode's wide items end here)."""
+WIDE_FEW_MAX_TOK_E = 155.0
+"""The wide items' last rows per expert in the indexed routing with fewer than :data:`MANY_EXPERTS` experts (EP8's
+48). EP8's layer on them against :data:`TWO_ITEM_BLOCKS`' 96, the same bits (docs/optimization.md, sessions 68 and
+69): 2-8 % faster at 152, 1-5 % at 150-155; at 156 96 is level to 4 % faster (both sessions), 8-10 % at 160."""
 WIDE_MANY_MAX_TOK_E = 145.0
 """:data:`WIDE_MAX_TOK_E` for weights of at least :data:`MANY_EXPERTS` experts; beyond, up to
 :data:`MANY_88_MAX_TOK_E`, 88-token blocks, one per work item (their gate_up items prefetch the next stage's rows
 since sessions 67 and 68). TP8's layer against the wide items, the same bits (docs/optimization.md, session 68):
 4 % slower at 140.6 and 143.8 rows per expert, 2-3 % faster at 146.9, 3-5 % at 150, 6 % at 154, 10 % at 158; EP8's 48
-experts keep the wide items to :data:`WIDE_MAX_TOK_E` (88- and 96-token blocks 6-15 % slower at 145-148)."""
+experts keep the wide items to :data:`WIDE_FEW_MAX_TOK_E` (88- and 96-token blocks 6-15 % slower at 145-148)."""
+MANY_88_BLOCK = 88
+"""The routing block beyond :data:`WIDE_MANY_MAX_TOK_E` rows per expert (with :data:`MANY_EXPERTS` experts), one per
+work item, to :data:`MANY_88_MAX_TOK_E`."""
 MANY_88_MAX_TOK_E = 160.0
-"""The last rows per expert of :data:`WIDE_MANY_MAX_TOK_E`'s 88-token blocks: TP8's layer measured them 1-2 % faster
+"""The last rows per expert of :data:`MANY_88_BLOCK`'s 88-token blocks: TP8's layer measured them 1-2 % faster
 than :data:`TWO_ITEM_BLOCKS`' 96 at 146.9-158.3 rows per expert, 2-3 % slower at 162.5 and 9-10 % at 170.7
 (docs/optimization.md, session 68)."""
 WIDE16_BLOCK = 16
@@ -128,7 +136,7 @@ expert, the down from routing-order rows 1.4-8 % faster; level at 140, 4 % slowe
 WIDE16_MAX_TOK_E = 136.0
 """The last rows per expert of :data:`WIDE16_BLOCK` (measured at 121, 124, 128, 132, 136, 140, 144, 149)."""
 TWO_ITEM_BLOCKS = ((176.0, 96), (192.0, 104))
-"""Routing blocks beyond :data:`WIDE_MAX_TOK_E` rows per expert, as (up to this tok_e, block): one
+"""Routing blocks beyond the wide items' rows per expert, as (up to this tok_e, block): one
 block per work item (256-wide K stages, the K loop also compiled 8 tokens narrower, and 16 where
 K > 256), so that an expert of 151-208 rows is two items of about half its rows instead of
 :data:`PREFILL_BLOCK`'s 128 and a rest: the smallest block with tok_e + 1.2 sigma <= two blocks.
@@ -193,9 +201,9 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
     :data:`PREFILL_BLOCK_STAND_IN`) up to 64 rows per expert, and on while it is at most
     :data:`PREFILL_ONE_BLOCK_MAX` (to :data:`MANY_104_MAX_TOK_E` with many experts); beyond,
     :data:`PREFILL_BLOCK` (two per work item), except :data:`WIDE_BLOCK` (up to seven per work item)
-    from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to
+    from :data:`WIDE_MIN_TOK_E` to :data:`WIDE_FEW_MAX_TOK_E` (:data:`WIDE16_BLOCK`, up to ten, to
     :data:`WIDE16_MAX_TOK_E` for fewer than :data:`MANY_EXPERTS` experts; for more to
-    :data:`WIDE_MANY_MAX_TOK_E`, then 88 to :data:`MANY_88_MAX_TOK_E`)
+    :data:`WIDE_MANY_MAX_TOK_E`, then :data:`MANY_88_BLOCK` to :data:`MANY_88_MAX_TOK_E`)
     and :data:`TWO_ITEM_BLOCKS` (one) from there to :data:`TWO_ITEM_MAX_TOK_E`.
     """
     if num_slots < 0:
@@ -217,10 +225,10 @@ def choose_block_m(weight: PackedWeight, num_slots: int) -> int:
             return PREFILL_BLOCK_STAND_IN if block == PREFILL_BLOCK else block
         if many and tok_e <= MANY_104_MAX_TOK_E:
             return PREFILL_ONE_BLOCK_MAX
-        if WIDE_MIN_TOK_E < tok_e <= (WIDE_MANY_MAX_TOK_E if many else WIDE_MAX_TOK_E):
+        if WIDE_MIN_TOK_E < tok_e <= (WIDE_MANY_MAX_TOK_E if many else WIDE_FEW_MAX_TOK_E):
             return WIDE16_BLOCK if not many and tok_e <= WIDE16_MAX_TOK_E else WIDE_BLOCK
         if many and WIDE_MANY_MAX_TOK_E < tok_e <= MANY_88_MAX_TOK_E:
-            return 88
+            return MANY_88_BLOCK
         if tok_e > WIDE_MAX_TOK_E:
             return next((block for up_to, block in TWO_ITEM_BLOCKS if tok_e <= up_to), PREFILL_BLOCK)
         return PREFILL_BLOCK
