@@ -207,6 +207,7 @@ ROUTING_ORDER = [  # name, local experts, global experts, H, I, tokens, top_k
     ("tok_e_40", 8, 8, 1024, 256, 160, 2),  # 56-token blocks
     ("tok_e_100_mapped", 8, 16, 1024, 256, 800, 2),  # 64 x 2 items, expert_map
     ("tok_e_130", 8, 8, 1024, 256, 520, 2),  # 16 x 10 items (fewer than 256 experts), the weight ring
+    ("tok_e_153", 8, 8, 1024, 256, 612, 2),  # 24 x 7 items past 150 rows per expert (fewer than 256 experts)
     ("tok_e_90_many", 256, 256, 1024, 256, 11520, 2),  # 104-token blocks past the tile's 86.6 (256 experts and more)
     ("tok_e_150_many", 256, 256, 1024, 256, 19200, 2),  # 88-token blocks, one per item (256 experts and more)
 ]
