@@ -402,6 +402,10 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     # Items compiled at some widths: a mask of block counts, the widest always among them.
     narrow = choose_wgmma_config(7168, 2048, heuristics.WIDE_BLOCK)
     assert narrow.compiled_widths == (1, 3, 5, 6) and narrow.template_args().endswith(", 53u")
+    # TP8's down (K <= 256): the weights evict-normal, the output streamed; the last template argument.
+    assert choose_wgmma_config(7168, 256, 96).stream_out and choose_wgmma_config(7168, 256, 96).template_args().endswith(
+        ", false, true")
+    assert not any(choose_wgmma_config(n, k, 56).stream_out for n, k in ((7168, 2048), (4096, 7168), (512, 7168)))
     assert narrow.topk_sum_twin(7168) is None  # its accumulators leave the sum no registers
     assert ring.compiled_widths == tuple(range(1, 8))
     for widths in ((3, 1, 6), (1, 5), (0, 6), (6, 6)):

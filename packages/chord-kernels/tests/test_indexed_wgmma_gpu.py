@@ -397,7 +397,8 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
     40-104-token blocks since session 47, on the 64 x 2 items since session 48) gives the very bits of
     two warpgroups of two tiles in turns (the plan before): the same K loop and epilogue per 64-channel
     tile. Rows by slot and in routing order (tensor copies), top-k weights, poisoned outputs, Poisson
-    rows of one or two blocks per expert; the slot-order result also against the reference."""
+    rows of one or two blocks per expert; the slot-order result also against the reference. The plan's
+    evict-normal weights and streaming output stores (``stream_out``, session 69) change no bit either."""
     gen = torch.Generator(device="cuda").manual_seed(31 + block_m)
     e, n, k, top_k = 384, 7168, 256, 8
     tokens = int(tok_e * e / top_k)
@@ -413,9 +414,10 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
     ordered = a[entries.clamp(max=slots - 1)]  # padding entries: any row, never stored
     four = choose_wgmma_config(n, k, block_m, tok_e)
     assert (four.consumers, four.mt, four.block_n, four.pingpong) == (4, 1, 256, False) and four.n_run
+    assert four.stream_out
     two = dataclasses.replace(four, consumers=2, mt=2, pingpong=True, consumer_regs=208, stages=2)
     outs = {}
-    for name, cfg in (("four", four), ("two", two)):
+    for name, cfg in (("four", four), ("two", two), ("four_cached", dataclasses.replace(four, stream_out=False))):
         for in_order in (False, True):
             out = torch.full((slots, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             gemm(ordered if in_order else a, pw, *route, block_m=block_m, top_k=1, topk_weights=tw, out=out,

@@ -134,6 +134,14 @@ PREFETCH_ROWS_MIN_TOKENS = 72
 stages and two consumer warpgroups. The 24 x 2 items (two stages, four consumer warpgroups) measured level with it
 (-0.6 to +0.4 %, session 68), and their producer spills 12 bytes with it under EP8's split tail."""
 
+STREAM_OUT_MAX_K = 256
+"""Up to this K (TP8's down, in runs of N tiles) the WGMMA kernel copies the weights with an evict-normal L2 policy
+and stores its output with streaming stores (``WgmmaConfig.stream_out``): the weights of an expert's other routing
+blocks stay in L2 while 0.9 GB of output streams past. Interleaved on an H100, the same bits (docs/optimization.md,
+session 69): TP8's down 2-5 % faster at 4096-12288 tokens (the layer 1 % at 8192); EP's down (K = 2048) level to
+2 % faster at 341 rows per expert and 1-2 % slower at 16 (the top-k sum reads its output from L2 there); TP8 8192's
+gate_up 0.4-0.6 % slower with the weights evict-normal."""
+
 GROUP_ONE_BLOCK_MAX_K = 2048
 """Up to this K (EP's downs) the one-block items of up to :data:`GROUP_ONE_BLOCK_MAX_TOKENS` tokens commit
 per K group on whole stages (session 61: 0-4.5 % faster at EP8 56-171 rows per expert); from K = 4096
@@ -335,6 +343,9 @@ class WgmmaConfig:
     """With a stage's row gathers also ask L2 for each row's lines of the next stage
     (``prefetch.global.L2``): for items on two stages whose rows mostly come from DRAM. Rows gathered only
     (not ``tma_rows``); the same bits (docs/optimization.md, session 67)."""
+    stream_out: bool = False
+    """Copy the weights with an evict-normal L2 policy (else evict-first) and store the output with streaming
+    stores (:data:`STREAM_OUT_MAX_K`); the same bits."""
 
     def __post_init__(self) -> None:
         if self.block_m % 8 or not 8 <= self.block_m <= 256:
@@ -540,9 +551,9 @@ class WgmmaConfig:
         flags = ", ".join(str(f).lower() for f in (self.weight_ring, self.silu_mul, self.topk_sum, self.dynamic,
                                                    self.tma_rows))
         mask = sum(1 << (j - 1) for j in self.widths)
-        if self.tail_parts or self.cta_pair or self.prefetch_rows:  # every argument, up to the last one set
+        if self.tail_parts or self.cta_pair or self.prefetch_rows or self.stream_out:  # every argument, to the last set
             tail = ", ".join(str(f).lower() for f in (self.pingpong, self.whole_stages, self.subnormal, self.shift_pairs))
-            ends = [self.tail_blocks, self.cta_pair, self.prefetch_rows]
+            ends = [self.tail_blocks, self.cta_pair, self.prefetch_rows, self.stream_out]
             while ends and not ends[-1]:
                 ends.pop()
             last = "".join(f", {str(f).lower()}" for f in ends)
@@ -697,7 +708,13 @@ def _choose_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig
            and not cfg.n_run)
     cfg = dataclasses.replace(cfg, whole_stages=k % cfg.bk == 0 and not cfg.commit_per_step, shift_pairs=shift_pairs,
                               tail_parts=TAIL_CUT_PARTS if cut else 0)
-    return _rows_prefetched(_cta_paired(cfg, n, k), n, k)
+    return _streamed(_rows_prefetched(_cta_paired(cfg, n, k), n, k), k)
+
+
+def _streamed(cfg: WgmmaConfig, k: int) -> WgmmaConfig:
+    """``cfg`` with the weights evict-normal and streaming output stores (``stream_out``) up to
+    :data:`STREAM_OUT_MAX_K`."""
+    return dataclasses.replace(cfg, stream_out=True) if k <= STREAM_OUT_MAX_K else cfg
 
 
 def _rows_prefetched(cfg: WgmmaConfig, n: int, k: int) -> WgmmaConfig:
@@ -809,4 +826,4 @@ def wide16_config(n: int, k: int) -> WgmmaConfig:
     """The wide items on :data:`~chord_kernels.indexed.heuristics.WIDE16_BLOCK`-token routing blocks: that
     block's shape in :data:`BLOCK_ROWS_WIDE` (up to ten blocks, K loops at 8, 9 and 10) with the rows gathered."""
     items, widths = next(shape for _, block, *shape in BLOCK_ROWS_WIDE if block == WIDE16_BLOCK)
-    return _cta_paired(_wide_items(n, k, WIDE16_BLOCK, items, widths, WIDE_CONSUMER_REGS), n, k)
+    return _streamed(_cta_paired(_wide_items(n, k, WIDE16_BLOCK, items, widths, WIDE_CONSUMER_REGS), n, k), k)

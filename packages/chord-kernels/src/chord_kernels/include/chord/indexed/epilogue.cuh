@@ -16,12 +16,18 @@
 namespace chord::indexed {
 
 // Store 8 bf16 output channels from `channel` of slot `slot`'s row of `n` channels: one 16-byte
-// store when n keeps rows 16-byte aligned, else element by element up to n.
+// store when n keeps rows 16-byte aligned (kStream: a streaming store, first out of L2), else element
+// by element up to n.
+template <bool kStream = false>
 __device__ __forceinline__ void store_chunk(const Args& args, int n, int slot, int channel, const uint4& v,
                                             bool aligned) {
   __nv_bfloat16* dst = args.out + static_cast<int64_t>(slot) * n + channel;
   if (aligned) {
-    *reinterpret_cast<uint4*>(dst) = v;
+    if constexpr (kStream) {
+      __stcs(reinterpret_cast<uint4*>(dst), v);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = v;
+    }
   } else {
     const __nv_bfloat16* e = reinterpret_cast<const __nv_bfloat16*>(&v);
 #pragma unroll

@@ -78,12 +78,14 @@ namespace chord::indexed {
 // are gathered once per pair of N tiles (the 16-byte gathers' instructions are what the indexed
 // routing pays over tensor copies: docs/optimization.md, session 66). With kPrefetchRows the gathers
 // of a stage also ask L2 for each row's lines of the next stage (its items, on two stages, wait on
-// rows read from DRAM; docs/optimization.md, session 67).
+// rows read from DRAM; docs/optimization.md, session 67). With kStreamOut the weights are copied with
+// an evict-normal L2 policy and the output stored with streaming stores (the down GEMMs: session 69).
 template <int kBM_, int kItems_, int kMT_, int kBK_, int kStages_, int kConsumers_, bool kWeightRing_ = false,
           bool kSiluMul_ = false, bool kTopkSum_ = false, bool kDynamic_ = false, bool kTmaRows_ = false,
           unsigned kWidths_ = 0, int kConsumerRegs_ = 216, unsigned kRowWidths_ = 0, int kNRun_ = 0,
           bool kPingPong_ = false, bool kWholeStages_ = false, bool kSubnormal_ = false, bool kShiftPairs_ = false,
-          int kTailParts_ = 0, bool kTailBlocks_ = false, bool kCtaPair_ = false, bool kPrefetchRows_ = false>
+          int kTailParts_ = 0, bool kTailBlocks_ = false, bool kCtaPair_ = false, bool kPrefetchRows_ = false,
+          bool kStreamOut_ = false>
 struct WgmmaConfig {
   static constexpr int kBM = kBM_;
   static constexpr int kItems = kItems_;
@@ -113,7 +115,13 @@ struct WgmmaConfig {
   static_assert(!kCtaPair || (!kTmaRows_ && kNRun_ == 0 && kTailParts_ == 0),
                 "pairs share gathered rows of items of one N tile, uncut");
   static constexpr bool kPrefetchRows = kPrefetchRows_;  // the next stage's rows asked of L2 with a stage's gathers
+  // The weights copied with an evict-normal L2 policy (else evict-first) and the output stored with streaming stores:
+  // the down GEMMs, whose weights an expert's other blocks read again while their output passes through L2.
+  static constexpr bool kStreamOut = kStreamOut_;
   static_assert(!kPrefetchRows || !kTmaRows_, "rows are prefetched where they are gathered");
+  __device__ __forceinline__ static uint64_t weight_policy() {
+    return kStreamOut ? ptx::policy_evict_normal() : ptx::policy_evict_first();
+  }
   static constexpr Dequant kDequant =
       !kSubnormal_ ? Dequant::kSubMul : kShiftPairs_ ? Dequant::kFmaShifted : Dequant::kFmaInPlace;
   // Whether items of j blocks have their own K loop (else they run at the next compiled width: the
@@ -570,7 +578,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
                 const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
                                                       static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
                 const uint32_t wdst = smem_base + Cfg::kWeightOffset + (wslot * Cfg::kBlocks + lane) * Cfg::kWeightBlockBytes;
-                if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, ptx::policy_evict_first());
+                if (rows > 0) ptx::bulk_copy_g2s(wdst, tile, rows * width * kAtomBytes, wfull, Cfg::weight_policy());
               }
               if (++wslot == Cfg::kWeightSlots) {
                 wslot = 0;
@@ -599,7 +607,7 @@ __device__ __forceinline__ void wgmma_producer(const Args& args, uint8_t* smem, 
               const int width = min(kTileGroups, kgroups - kt * kTileGroups);
               const int32_t* tile = expert_tiles + (static_cast<int64_t>(nb) * kTileRows * kgroups +
                                                     static_cast<int64_t>(rows) * kt * kTileGroups) * kAtomWords;
-              const uint64_t weight_policy = ptx::policy_evict_first();  // (made per use: producer registers are few)
+              const uint64_t weight_policy = Cfg::weight_policy();  // (made per use: producer registers are few)
               const uint32_t block_dst = dst + Cfg::kStageActBytes + b * kTileRows * Cfg::kGroups * kAtomBytes;
               if constexpr (Cfg::kBK == 256) {
                 if (rows > 0) ptx::bulk_copy_g2s(block_dst, tile, rows * nkg * kAtomBytes, full, weight_policy);
@@ -950,7 +958,7 @@ __device__ __forceinline__ void wgmma_epilogue(const Args& args, const ConsumerS
           if (Cfg::kTopkSum && slot < 0) {  // the token's one local slot: its sum
             *reinterpret_cast<uint4*>(args.reduced + static_cast<int64_t>(-1 - slot) * n_out + channel) = v;
           } else {
-            store_chunk(args, n_out, slot, channel, v, aligned);
+            store_chunk<Cfg::kStreamOut>(args, n_out, slot, channel, v, aligned);
           }
         }
       }
