@@ -1,0 +1,17 @@
+# ruff: noqa
+"""Session 69: ptxas (registers, spills, serialized wgmmas) on the single-slot twins of EP's down
+(WgmmaConfig.topk_singles), the one-fma forms first. argv: [all]"""
+import json, re, sys
+from chord_kernels.indexed.planner import default_configs
+from chord_kernels.indexed.wgmma import WgmmaConfig
+from chord_kernels.jit import CudaKernel, compile_all
+cs = [c for c in default_configs("sm_90a") if isinstance(c, WgmmaConfig) and c.topk_singles]
+cs = sorted(cs, key=lambda c: not c.subnormal)
+if len(sys.argv) < 2:
+    cs = [c for c in cs if c.subnormal]
+ks = [CudaKernel(name="s69_check", source=c.source(), entry=c.kernel().entry, flags=("-Xptxas", "-v")) for c in cs]
+for c, cubin in zip(cs, compile_all(ks, "sm_90a"), strict=True):
+    log = json.loads(cubin.with_suffix(".json").read_text())["log"]
+    sp = max(int(x) for x in re.findall(r"(\d+) bytes spill", log))
+    regs = re.findall(r"Used (\d+) registers", log)
+    print(f"bm {c.block_m:3d} x{c.items:2d} cons {c.consumers} tma {int(c.tma_rows)} sub {int(c.subnormal)} spill {sp} regs {regs} serial {'C751' in log}", flush=True)
