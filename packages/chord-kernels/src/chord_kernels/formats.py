@@ -22,8 +22,6 @@ PACK_FACTOR = 8
 CODE_OFFSET = 8
 """Stored code = signed value + CODE_OFFSET."""
 
-_SHIFTS = torch.arange(PACK_FACTOR, dtype=torch.int32) * 4
-
 
 def pack_int4(codes: torch.Tensor) -> torch.Tensor:
     """Pack unsigned codes ``[..., N, K]`` (values 0..15, any integer dtype) into int32 ``[..., N, K/8]``."""
@@ -36,18 +34,24 @@ def pack_int4(codes: torch.Tensor) -> torch.Tensor:
         low, high = (int(v) for v in torch.aminmax(codes.to(torch.int16) if codes.dtype == torch.uint8 else codes))
         if low < 0 or high > 15:
             raise ChordInputError(f"codes: expected unsigned 4-bit codes 0..15, got values in [{low}, {high}]")
-    words = codes.to(torch.int64).reshape(*codes.shape[:-1], k // PACK_FACTOR, PACK_FACTOR)
-    # Nibbles occupy disjoint bits, so the sum is their OR; fold the unsigned 32-bit word into
-    # int32 two's complement exactly as the compressed-tensors packer stores it.
-    word = ((words & 0xF) << _SHIFTS.to(codes.device, torch.int64)).sum(dim=-1)
-    return torch.where(word >= 1 << 31, word - (1 << 32), word).to(torch.int32)
+    nibbles = codes.reshape(*codes.shape[:-1], k // PACK_FACTOR, PACK_FACTOR)
+    # One nibble at a time: widening all codes at once would take 8 bytes per code (an EP8 rank's
+    # gate_up stack is 1.4 G codes). Nibbles occupy disjoint bits, so OR assembles the word.
+    word = torch.zeros(nibbles.shape[:-1], dtype=torch.int64, device=codes.device)
+    for j in range(PACK_FACTOR):
+        word |= nibbles[..., j].to(torch.int64) << (4 * j)
+    # Fold the unsigned 32-bit word into int32 two's complement, as the compressed-tensors packer stores it.
+    word -= (word >> 31) << 32
+    return word.to(torch.int32)
 
 
 def unpack_int4(packed: torch.Tensor) -> torch.Tensor:
     """Inverse of :func:`pack_int4`: int32 ``[..., N, K/8]`` -> uint8 codes ``[..., N, K]``."""
     require_tensor("packed", packed, dtype=torch.int32, ndim=(2, 3))
-    nibbles = (packed.unsqueeze(-1) >> _SHIFTS.to(packed.device)) & 0xF
-    return nibbles.reshape(*packed.shape[:-1], packed.shape[-1] * PACK_FACTOR).to(torch.uint8)
+    codes = torch.empty((*packed.shape, PACK_FACTOR), dtype=torch.uint8, device=packed.device)
+    for j in range(PACK_FACTOR):  # one nibble at a time: no int32 copy per code
+        codes[..., j] = (packed >> (4 * j)) & 0xF
+    return codes.reshape(*packed.shape[:-1], packed.shape[-1] * PACK_FACTOR)
 
 
 def check_quantized(packed: torch.Tensor, scales: torch.Tensor, name: str = "weight") -> tuple[int, int]:
@@ -107,6 +111,6 @@ def random_quantized(
         raise ChordInputError(f"shape: expected non-negative integer sizes, got {shape}")
     require_multiple("K", k, GROUP_SIZE, "group size 32")
     gen_device = generator.device if generator is not None else torch.device("cpu")
-    codes = torch.randint(0, 16, (*lead, n, k), generator=generator, device=gen_device, dtype=torch.int32)
+    codes = torch.randint(0, 16, (*lead, n, k), generator=generator, device=gen_device, dtype=torch.uint8)
     s = (torch.rand((*lead, n, k // GROUP_SIZE), generator=generator, device=gen_device) + 0.5) * scale
     return pack_int4(codes).to(device), s.to(torch.bfloat16).to(device)
