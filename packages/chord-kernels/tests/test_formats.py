@@ -71,6 +71,14 @@ def test_dequant_is_subtract_then_scale_with_one_rounding() -> None:
     assert torch.equal(dequantize(packed, scales), exact.to(torch.bfloat16))
 
 
+def test_dequant_of_every_scale_bit_pattern_and_code_is_one_rounding() -> None:
+    # All 65536 bf16 scales (subnormal, inf, NaN included) against all 16 codes, twice per group.
+    scales = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)[:, None]
+    codes = torch.arange(16, dtype=torch.uint8).repeat(2).expand(scales.shape[0], 32).contiguous()
+    exact = (codes.double() - 8) * scales.double()
+    torch.testing.assert_close(dequantize(pack_int4(codes), scales), exact.to(torch.bfloat16), rtol=0, atol=0, equal_nan=True)
+
+
 def test_quantize_round_trip_error_is_bounded() -> None:
     w = torch.randn(8, 64, generator=torch.Generator().manual_seed(4))
     packed, scales = quantize(w)

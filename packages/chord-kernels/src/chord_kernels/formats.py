@@ -76,9 +76,11 @@ def check_quantized(packed: torch.Tensor, scales: torch.Tensor, name: str = "wei
 def dequantize(packed: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """Reference dequant: ``bf16(bf16(q - 8) * s)`` -> bf16 ``[..., N, K]``. Defines numerical truth."""
     check_quantized(packed, scales)
-    values = (unpack_int4(packed).to(torch.int16) - CODE_OFFSET).to(torch.bfloat16)
-    s = scales.repeat_interleave(GROUP_SIZE, dim=-1)
-    return values * s  # bf16 * bf16: exact product rounded once to bf16
+    values = unpack_int4(packed).to(torch.bfloat16).sub_(CODE_OFFSET)  # q - 8 is exact in bf16
+    # bf16 * bf16: the exact product rounded once to bf16; in place, the scales broadcast over
+    # their group (no bf16 copy of the codes or the scales per code).
+    values.view(*scales.shape, GROUP_SIZE).mul_(scales.unsqueeze(-1))
+    return values
 
 
 def quantize(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
