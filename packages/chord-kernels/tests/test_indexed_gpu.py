@@ -210,6 +210,7 @@ ROUTING_ORDER = [  # name, local experts, global experts, H, I, tokens, top_k
     ("tok_e_153", 8, 8, 1024, 256, 612, 2),  # 24 x 7 items past 150 rows per expert (fewer than 256 experts)
     ("tok_e_90_many", 256, 256, 1024, 256, 11520, 2),  # 104-token blocks past the tile's 86.6 (256 experts and more)
     ("tok_e_150_many", 256, 256, 1024, 256, 19200, 2),  # 88-token blocks, one per item (256 experts and more)
+    ("tok_e_21_many", 256, 256, 2048, 256, 2688, 2),  # 32-token blocks, the down in runs on four warpgroups (K = 256)
 ]
 ROUTING_ORDER_BLOCKS = [(case, None) for case in ROUTING_ORDER] + [(ROUTING_ORDER[2], 24)]
 """The planned block, and at 130 rows per expert also 24-token blocks (the 24 x 7 items of 256 experts and more)."""

@@ -446,13 +446,20 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert config_for_rows(7168, 256, heuristics.WIDE_BLOCK, "sm_90a", 128.0) is None  # the wide items
     assert config_for_rows(4096, 7168, heuristics.WIDE_BLOCK, "sm_90a", 150.0) is None  # seven blocks already
     assert config_for_rows(7168, 2048, 32, "sm_90a", 150.0) is None
-    # So are the 32-token blocks there (512-channel tiles, one CTA per SM, items from a counter),
-    # without tok_e; narrow N keeps choose_config's tiles.
+    # The 32-token blocks up to K = 256 (TP8's down) are the WGMMA kernel's runs of N tiles on four
+    # consumer warpgroups of one tile, whatever N; from there to K = 2048 the decode kernel's
+    # (512-channel tiles, one CTA per SM, items from a counter), without tok_e; narrow N
+    # choose_config's tiles.
+    runs32 = choose_wgmma_config(7168, 256, 32)
+    assert (runs32.consumers, runs32.mt, runs32.n_run, runs32.stream_out) == (4, 1, 7, True)
+    assert configs_for(7168, 256, 32, "sm_90a") == (runs32,)
+    assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == runs32
+    assert cached_plan(264, 256, 32, 40, 132, "sm_90a", None).config == choose_wgmma_config(264, 256, 32)
     decode32 = heuristics.short_k_config(7168, 32)
     assert (decode32.block_n, decode32.ctas_per_sm, decode32.schedule) == (512, 1, "dynamic")
-    assert configs_for(7168, 256, 32, "sm_90a") == (decode32,)
-    assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == decode32
-    assert cached_plan(264, 256, 32, 40, 132, "sm_90a", None).config == choose_config(264, 256, 32)
+    assert configs_for(7168, 1024, 32, "sm_90a") == (decode32,)
+    assert cached_plan(7168, 1024, 32, 4000, 132, "sm_90a", None).config == decode32
+    assert cached_plan(264, 1024, 32, 40, 132, "sm_90a", None).config == choose_config(264, 1024, 32)
     # And the decode kernel's own 16-token blocks there take the 24-token blocks' tiles, with row
     # widths (those of 24 and 32 tokens without).
     decode16 = heuristics.short_k_config(7168, 16)

@@ -390,15 +390,17 @@ def test_runs_bit_identical_to_items(block_m: int, tok_e: float) -> None:
     assert torch.equal(outs[0], outs[1]), "runs changed the result"
 
 
-@pytest.mark.parametrize(("block_m", "tok_e"), [(40, 26.7), (56, 42.7), (96, 85.0), (104, 100.0), (64, 100.0)],
-                         ids=["bm40", "bm56", "bm96", "bm104", "bm64x2"])
+@pytest.mark.parametrize(("block_m", "tok_e"),
+                         [(32, 21.3), (40, 26.7), (56, 42.7), (96, 85.0), (104, 100.0), (64, 100.0)],
+                         ids=["bm32", "bm40", "bm56", "bm96", "bm104", "bm64x2"])
 def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> None:
     """TP8's down in runs of N tiles on four consumer warpgroups of one tile each (planned at
-    40-104-token blocks since session 47, on the 64 x 2 items since session 48) gives the very bits of
-    two warpgroups of two tiles in turns (the plan before): the same K loop and epilogue per 64-channel
-    tile. Rows by slot and in routing order (tensor copies), top-k weights, poisoned outputs, Poisson
-    rows of one or two blocks per expert; the slot-order result also against the reference. The plan's
-    evict-normal weights and streaming output stores (``stream_out``, session 69) change no bit either."""
+    40-104-token blocks since session 47, on the 64 x 2 items since session 48, at 32 since session
+    71) gives the very bits of two warpgroups of two tiles in turns (the plan before at 40-104): the
+    same K loop and epilogue per 64-channel tile. Rows by slot and in routing order (tensor copies),
+    top-k weights, poisoned outputs, Poisson rows of one or two blocks per expert; the slot-order
+    result also against the reference. The plan's evict-normal weights and streaming output stores
+    (``stream_out``, session 69) change no bit either."""
     gen = torch.Generator(device="cuda").manual_seed(31 + block_m)
     e, n, k, top_k = 384, 7168, 256, 8
     tokens = int(tok_e * e / top_k)

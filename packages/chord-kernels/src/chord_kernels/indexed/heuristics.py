@@ -301,7 +301,8 @@ SHORT_K_WIDE_MIN_N = 4096
 @functools.lru_cache(maxsize=64)
 def short_k_config(n: int, block_m: int) -> DecodeConfig | None:
     """The decode kernel's configuration for 16-32-token blocks where the planner gives it GEMMs of
-    short K on sm_90a (below ``planner.WGMMA_ONE_BLOCK_MIN_K``, and for 16-token blocks below
+    short K on sm_90a (below ``planner.WGMMA_ONE_BLOCK_MIN_K``, for 32-token blocks only above K = 256,
+    where the WGMMA kernel's runs of N tiles have them since session 71; for 16-token blocks below
     ``planner.WIDE_BLOCK16_MAX_K``: TP8's down, K = 256, one stage per item, so the per-item work
     around the MMAs weighs; EP8's down, K = 2048, at 16-token blocks), or None (N below
     :data:`SHORT_K_WIDE_MIN_N`: :func:`choose_config`'s). Wider N tiles than :func:`choose_config`'s

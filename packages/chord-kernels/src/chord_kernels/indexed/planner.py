@@ -240,10 +240,14 @@ def _launch(cfg: KernelConfig, n: int, capacity: int, num_sms: int) -> LaunchPla
 WGMMA_ONE_BLOCK_MIN_K = WGMMA_BLOCK16_MIN_K
 """The one-block WGMMA items of 24 (up to ``WIDE_MIN_TOK_E`` rows per expert) and 32 tokens run on
 the WGMMA kernel from this K on; below, on the decode kernel, with ``short_k_config``'s wide tiles
-as its own 16-token blocks there (``choose_config``'s for narrow N). On TP8's down (K = 256)
-``choose_config``'s tiles measured 8-9 % (24-token blocks) and 4 % (32) faster than the WGMMA
-items, and ``short_k_config``'s took a further 6-13 % off (docs/optimization.md, sessions 18 and
-19)."""
+as its own 16-token blocks there (``choose_config``'s for narrow N), except where the WGMMA kernel
+takes them in runs of N tiles on four consumer warpgroups (32 tokens up to ``RUN_MAX_K``:
+``RUN_FOUR_CONSUMER_TOKENS``). On TP8's down (K = 256) ``choose_config``'s tiles measured 8-9 %
+(24-token blocks) and 4 % (32) faster than the WGMMA items, and ``short_k_config``'s took a further
+6-13 % off (docs/optimization.md, sessions 18 and 19). Since session 71 the 32-token blocks take the
+four-warpgroup runs with streamed output: against ``short_k_config``'s tiles, the same bits, TP8's down
+0.8-5.2 % faster at 896-1152 tokens, its layer 0.3-2.6 %; at 24 tokens 2-3 % faster at 768 tokens, 1.5-2.2 %
+slower at 512, so they stay on the decode kernel."""
 DECODE_ONE_BLOCK_MS = (WIDE_BLOCK, 32)
 """The block sizes of those items."""
 
@@ -251,9 +255,10 @@ DECODE_ONE_BLOCK_MS = (WIDE_BLOCK, 32)
 def _rows_config(n: int, k: int, block_m: int, tok_e: float | None) -> KernelConfig:
     """:func:`choose_wgmma_config` for ``tok_e`` rows per expert, or the decode kernel's
     ``short_k_config`` for the one-block items of :data:`DECODE_ONE_BLOCK_MS` below
-    :data:`WGMMA_ONE_BLOCK_MIN_K`."""
+    :data:`WGMMA_ONE_BLOCK_MIN_K` that are not runs of N tiles on four consumer warpgroups."""
     cfg = choose_wgmma_config(n, k, block_m, tok_e)
-    if block_m in DECODE_ONE_BLOCK_MS and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K:
+    four_runs = bool(cfg.n_run) and cfg.consumers == 4
+    if block_m in DECODE_ONE_BLOCK_MS and cfg.items == 1 and k < WGMMA_ONE_BLOCK_MIN_K and not four_runs:
         return short_k_config(n, block_m) or choose_config(n, k, block_m)
     return cfg
 

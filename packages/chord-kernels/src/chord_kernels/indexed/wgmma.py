@@ -218,13 +218,15 @@ without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with s
 tiles with two weight stages lost to one tile with three, and 64-token epilogue passes changed
 nothing (docs/optimization.md, session 21)."""
 
-RUN_FOUR_CONSUMER_TOKENS = (40, 104)
+RUN_FOUR_CONSUMER_TOKENS = (32, 104)
 """The one-block items (narrowest, widest block) whose runs of N tiles run four consumer warpgroups of
 one 64-channel tile each (the same 256-channel N tiles, :data:`RUN_FOUR_CONSUMER_REGS` registers,
 every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epilogue, as long as its
 K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
 TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
-tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47). The
+tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47); at
+32-token blocks 0.3-2.4 % (896-1152 tokens, session 71), where they replace the decode kernel
+(``planner.WGMMA_ONE_BLOCK_MIN_K``); 24-token blocks keep the decode kernel. The
 64 x 2 items too, at :data:`RUN_FOUR_CONSUMER_PAIR_REGS` registers. A fused SiLU-and-mul needs a
 warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
 model) it runs as a second step, and the epilogue top-k sum has no twin
