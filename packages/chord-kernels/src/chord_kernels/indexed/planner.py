@@ -246,8 +246,8 @@ takes them in runs of N tiles on four consumer warpgroups (32 tokens up to ``RUN
 (24-token blocks) and 4 % (32) faster than the WGMMA items, and ``short_k_config``'s took a further
 6-13 % off (docs/optimization.md, sessions 18 and 19). Since session 71 the 32-token blocks take the
 four-warpgroup runs with streamed output: against ``short_k_config``'s tiles, the same bits, TP8's down
-0.8-5.2 % faster at 896-1152 tokens, its layer 0.3-2.6 %; at 24 tokens 2-3 % faster at 768 tokens, 1.5-2.2 %
-slower at 512, so they stay on the decode kernel."""
+0.8-5.2 % faster at 896-1152 tokens, its layer 0.3-2.6 %; at 24 tokens the layer within -1.1 to +1.9 % at
+512-768 tokens (sessions 71 and 72), so they stay on the decode kernel."""
 DECODE_ONE_BLOCK_MS = (WIDE_BLOCK, 32)
 """The block sizes of those items."""
 
