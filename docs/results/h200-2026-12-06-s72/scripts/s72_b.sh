@@ -1,6 +1,8 @@
 # Session 72 call b (carry [".dev/s71", ".dev/s72", ".whl"]): (1) chord_bench, every target scenario, against
 # humming-kernels 0.1.19 (on an H200 if one came: the first since session 61); (2) runs_ab.py at TP8's 24-token blocks
 # between session 71's 512 and 768 tokens (576, 640, 704): whether a rows-per-expert rule moves them to the runs.
+# (.dev/s72/runs_ab.py: ../../h200-2026-12-06-s71/scripts/runs_ab.py reading its precompile token counts from $TOKENS;
+# its time mode, with the counts given, is the same code.)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site:$(pwd)/packages/chord-kernels/src:$(pwd)/packages/chord-bench/src:$(pwd)/packages/chord-vllm/src PYTHONUNBUFFERED=1
 mkdir -p .dev/cache71; for a in s71/cache s71/cache_device s71/cache_runs s71/cache_dev2 s71/cache_plan s72/cache_device72; do tar -C .dev/cache71 -xJf .dev/$a.tar.xz; done
