@@ -225,7 +225,7 @@ every warpgroup at once) instead of two of two tiles in turns: a warpgroup's epi
 K loop at K = 256, hides behind three others' wgmmas instead of one's. Interleaved against the two,
 TP8's down from rows in routing order, the same bits: 0-5 % faster at 40-56-token blocks (1280-2048
 tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization.md, session 47); at
-32-token blocks 0.3-2.4 % (896-1152 tokens, session 71), where they replace the decode kernel
+32-token blocks 0.4-2.3 % (896-1152 tokens, session 71), where they replace the decode kernel
 (``planner.WGMMA_ONE_BLOCK_MIN_K``); 24-token blocks keep the decode kernel. The
 64 x 2 items too, at :data:`RUN_FOUR_CONSUMER_PAIR_REGS` registers. A fused SiLU-and-mul needs a
 warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
