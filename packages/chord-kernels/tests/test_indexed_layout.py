@@ -275,6 +275,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
         ROW_WIDTHS_MIN_K,
         RUN_FOUR_CONSUMER_PAIR_REGS,
         RUN_FOUR_CONSUMER_REGS,
+        RUN_FOUR_CONSUMER_TILES,
         RUN_FOUR_CONSUMER_TOKENS,
         RUN_MAX_K,
         RUN_TILES,
@@ -313,7 +314,9 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
                         else (RUN_FOUR_CONSUMER_PAIR_REGS if pairs else RUN_FOUR_CONSUMER_REGS) if four_runs else 216)
                 assert cfg.widths == () and cfg.consumer_regs == regs
                 assert not four or (cfg.stages, cfg.bk, cfg.block_n, cfg.threads) == (2, 256, 512, 640)
-                assert not four_runs or (cfg.mt, cfg.block_n, cfg.pingpong, cfg.n_run) == (1, 256, False, RUN_TILES)
+                # The four-warpgroup runs: four N tiles each, from the global counter (session 73).
+                assert not four_runs or (cfg.mt, cfg.block_n, cfg.pingpong, cfg.n_run, cfg.dynamic) == (
+                    1, 256, False, RUN_FOUR_CONSUMER_TILES, True)
             # Narrower token counts (docs/optimization.md, sessions 17, 37 and 38).
             if k >= GROUP_PAIR_MIN_K and cfg.mt == 2 and bm == heuristics.PREFILL_BLOCK:  # per K group (session 61)
                 assert cfg.row_widths == () and cfg.whole_stages and not cfg.commit_per_step
@@ -330,7 +333,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
             else:
                 assert cfg.row_widths == (), cfg
             assert cfg.smem_bytes(0) + 4 * 768 <= SMEM_LIMIT  # room to list two work items per TP8 expert
-            assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K)
+            assert cfg.dynamic == (k >= heuristics.DYNAMIC_MIN_K or (cfg.n_run > 0 and cfg.consumers == 4))
             assert cfg.workspace(132).counters == (2 if cfg.dynamic else 0)
     with pytest.raises(ChordInputError):
         WgmmaConfig(block_m=12)
@@ -451,7 +454,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     # (512-channel tiles, one CTA per SM, items from a counter), without tok_e; narrow N
     # choose_config's tiles.
     runs32 = choose_wgmma_config(7168, 256, 32)
-    assert (runs32.consumers, runs32.mt, runs32.n_run, runs32.stream_out) == (4, 1, 7, True)
+    assert (runs32.consumers, runs32.mt, runs32.n_run, runs32.stream_out, runs32.dynamic) == (4, 1, 4, True, True)
     assert configs_for(7168, 256, 32, "sm_90a") == (runs32,)
     assert cached_plan(7168, 256, 32, 4000, 132, "sm_90a", None).config == runs32
     assert cached_plan(264, 256, 32, 40, 132, "sm_90a", None).config == choose_wgmma_config(264, 256, 32)
@@ -522,7 +525,7 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     assert choose_wgmma_config(512, 7168, 32).row_widths == (24,)
     assert choose_wgmma_config(7168, 2048, 24, 16.0).row_widths == ()  # 24 tokens: no narrower wgmma is cheaper
     runs56 = choose_wgmma_config(7168, 256, 56)  # runs of N tiles: one count (session 38), four warpgroups
-    assert (runs56.n_run, runs56.row_widths, runs56.consumer_regs) == (RUN_TILES, (48,), RUN_FOUR_CONSUMER_REGS)
+    assert (runs56.n_run, runs56.row_widths, runs56.consumer_regs) == (RUN_FOUR_CONSUMER_TILES, (48,), RUN_FOUR_CONSUMER_REGS)
     assert (runs56.consumers, runs56.mt, runs56.pingpong, runs56.stages) == (4, 1, False, 5)
     assert runs56.topk_sum_twin(7168) is None  # four warpgroups leave the sum no registers
     assert silu_mul_twin(runs56, 7168) is None  # no warpgroup holds gate and up: two steps
@@ -538,12 +541,13 @@ def test_wgmma_configs_fit_shared_memory_without_spilling_tiles() -> None:
     # down), not beyond; on the 64 x 2 items four warpgroups of one tile (no top-k-sum twin), the
     # consumers of two-tile warpgroups in turns: the template's two last arguments.
     pairs = choose_wgmma_config(7168, 256, heuristics.PREFILL_BLOCK)
-    assert (pairs.n_run, pairs.consumers, pairs.mt, pairs.pingpong, pairs.stages) == (RUN_TILES, 4, 1, False, 3)
+    assert (pairs.n_run, pairs.consumers, pairs.mt, pairs.pingpong, pairs.stages) == (RUN_FOUR_CONSUMER_TILES, 4, 1, False, 3)
     assert (pairs.items, pairs.consumer_regs, pairs.topk_sum_twin(7168)) == (2, RUN_FOUR_CONSUMER_PAIR_REGS, None)
     runs = WgmmaConfig(block_m=heuristics.PREFILL_BLOCK, mt=2, stages=3, items=2, n_run=RUN_TILES, pingpong=True)
     assert runs.template_args().endswith(f", 0u, 216, 0u, {RUN_TILES}, true")
     assert runs.resident_bytes == 4 * 128 * 128 and runs.stage_bytes == 16 * 8 * 288
-    assert choose_wgmma_config(7168, 256, 72).n_run == RUN_TILES
+    assert choose_wgmma_config(7168, 256, 72).n_run == RUN_FOUR_CONSUMER_TILES
+    assert choose_wgmma_config(7168, 256, 16).n_run == RUN_TILES  # the two warpgroups in turns
     assert choose_wgmma_config(7168, 256, 80).row_widths == (72,)  # two counts spill with runs
     twin = runs.topk_sum_twin(7168)  # the sum's registers spill next to runs: items of one N tile
     assert (twin.n_run, twin.pingpong, twin.topk_sum) == (0, False, True)

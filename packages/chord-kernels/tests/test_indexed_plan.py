@@ -120,7 +120,8 @@ def test_sm90a_plans_the_wgmma_kernel_from_24_token_blocks_and_16_from_k_2048() 
         assert (wg.grid, wg.threads, wg.workspace) == (SMS, wg.config.threads, layout)
         assert wg.config.tail_parts == (TAIL_CUT_PARTS if cut else 0) and (layout.partials > 0) == cut
         assert wg.smem == wg.config.smem_bytes(300)
-    assert _plan(7168, 256, 64, 300).workspace_bytes == 0  # K = 256: the strided schedule
+    assert _plan(7168, 256, 16, 300).workspace_bytes == 0  # K = 256, two warpgroups in turns: strided
+    assert _plan(7168, 256, 64, 300).workspace == WorkspaceLayout(counters=2)  # four-warpgroup runs: dynamic
     blackwell = _plan(4096, 7168, 32, 300, arch="sm_100a").config
     assert not isinstance(blackwell, WgmmaConfig)
     with pytest.raises(ChordInputError, match="on sm_100a"):

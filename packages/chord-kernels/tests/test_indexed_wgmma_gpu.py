@@ -17,6 +17,8 @@ from chord_kernels.errors import ChordInputError
 from chord_kernels.indexed import gemm, new_workspace, plan, routing_capacity
 from chord_kernels.indexed.wgmma import (
     PREFILL_ROW_WIDTHS,
+    RUN_FOUR_CONSUMER_TILES,
+    RUN_TILES,
     WgmmaConfig,
     choose_wgmma_config,
     wide16_config,
@@ -400,7 +402,8 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
     same K loop and epilogue per 64-channel tile. Rows by slot and in routing order (tensor copies),
     top-k weights, poisoned outputs, Poisson rows of one or two blocks per expert; the slot-order
     result also against the reference. The plan's evict-normal weights and streaming output stores
-    (``stream_out``, session 69) change no bit either."""
+    (``stream_out``, session 69) change no bit either, nor does the order: the plan's runs of four N tiles from the
+    global counter (session 73) against strided runs of seven (the plan before)."""
     gen = torch.Generator(device="cuda").manual_seed(31 + block_m)
     e, n, k, top_k = 384, 7168, 256, 8
     tokens = int(tok_e * e / top_k)
@@ -416,10 +419,12 @@ def test_four_consumer_runs_bit_identical_to_two(block_m: int, tok_e: float) -> 
     ordered = a[entries.clamp(max=slots - 1)]  # padding entries: any row, never stored
     four = choose_wgmma_config(n, k, block_m, tok_e)
     assert (four.consumers, four.mt, four.block_n, four.pingpong) == (4, 1, 256, False) and four.n_run
-    assert four.stream_out
+    assert four.stream_out and four.dynamic and four.n_run == RUN_FOUR_CONSUMER_TILES
     two = dataclasses.replace(four, consumers=2, mt=2, pingpong=True, consumer_regs=208, stages=2)
+    strided = dataclasses.replace(four, dynamic=False, n_run=RUN_TILES)
     outs = {}
-    for name, cfg in (("four", four), ("two", two), ("four_cached", dataclasses.replace(four, stream_out=False))):
+    for name, cfg in (("four", four), ("two", two), ("four_cached", dataclasses.replace(four, stream_out=False)),
+                      ("strided", strided)):
         for in_order in (False, True):
             out = torch.full((slots, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             gemm(ordered if in_order else a, pw, *route, block_m=block_m, top_k=1, topk_weights=tw, out=out,

@@ -208,10 +208,10 @@ THREE_CONSUMER_REGS = 128
 
 RUN_MAX_K = 256
 """Up to this K (TP8's down: one 256-K stage per item) the 256-K configurations take runs of N tiles
-over a resident activation tile (:data:`RUN_TILES`), on two consumer warpgroups in turns or four at once
-(:data:`RUN_FOUR_CONSUMER_TOKENS`)."""
+over a resident activation tile, on two consumer warpgroups in turns (:data:`RUN_TILES`) or four at once
+(:data:`RUN_FOUR_CONSUMER_TOKENS`, :data:`RUN_FOUR_CONSUMER_TILES`)."""
 RUN_TILES = 7
-"""N tiles per run there (a quarter of Kimi's 28 at N = 7168). Against the same configurations
+"""N tiles per run of the two warpgroups in turns (a quarter of Kimi's 28 at N = 7168). Against the same configurations
 without runs, TP8's down alone, interleaved, bit for bit: -1.5 to -17.1 % with slot-order rows and
 -1.5 to -11.7 % in routing order at 1280-12288 tokens (40-80-token blocks and 64 x 2 items); runs of
 14 and 28 N tiles lost at 8192 tokens (too few runs per SM to balance: up to +20 %), two resident
@@ -231,6 +231,14 @@ tokens), 7-11 % at 72-104 (2560-9000 tokens, 8192 among them) (docs/optimization
 warpgroup's gate and up tiles: on these runs (K <= :data:`RUN_MAX_K`, a down projection in every MoE
 model) it runs as a second step, and the epilogue top-k sum has no twin
 (:meth:`WgmmaConfig.topk_sum_twin`)."""
+RUN_FOUR_CONSUMER_TILES = 4
+"""N tiles per run of those four-warpgroup runs, taken from the global counter (the dynamic order) rather
+than strided. An expert's routing blocks read the same weights; in strided runs of seven fewer of the second
+reads hit L2 (ncu, TP8 8192's down: 27 % of L2 reads hit and 574 MB read from DRAM, where weights, scales
+and rows are 430 MB; 37-46 % and 439-454 MB with runs of 4, 7 or 14 from the counter or of four strided).
+Against strided runs of :data:`RUN_TILES`, TP8's down from rows in routing order, interleaved, the same bits:
+-0.5 to -2.4 % at 8192 tokens, -1.8 to -3.5 % at 4096, -5.5 to -6.0 % at 12288 (runs of 7 from the counter
+-1.0 to -5.7 %, of 14 -2.9 to +0.8 %; docs/optimization.md, session 73)."""
 RUN_FOUR_CONSUMER_REGS = 96
 """Registers per thread of those configurations: the launch's share of 640 threads, so the producer
 keeps its 96 (with 104 for the consumers several blocks spill 8-24 bytes; ptxas, session 47)."""
@@ -669,9 +677,10 @@ def choose_wgmma_config(n: int, k: int, block_m: int, tok_e: float | None = None
     wide items unless ``tok_e`` is at most :data:`~chord_kernels.indexed.heuristics.WIDE_MIN_TOK_E`
     (the smallest tile, which ``choose_block_m`` picks up to ``NARROW_MAX_TOK_E``): then one block
     per item (two on four warpgroups, below) on 256-wide stages. Up to :data:`RUN_MAX_K` (one stage
-    per item) a CTA takes runs of :data:`RUN_TILES` N tiles over a resident activation tile, on four
-    consumer warpgroups of one tile at the one-block items of :data:`RUN_FOUR_CONSUMER_TOKENS` and the
-    64 x 2 items, else on its two in turns.
+    per item) a CTA takes runs of N tiles over a resident activation tile: on four consumer warpgroups of
+    one tile at the one-block items of :data:`RUN_FOUR_CONSUMER_TOKENS` and the 64 x 2 items (runs of
+    :data:`RUN_FOUR_CONSUMER_TILES`, from the global counter), else runs of :data:`RUN_TILES` on its two
+    in turns.
     From :data:`FOUR_CONSUMER_MIN_K` on, the 24-token blocks (:data:`FOUR_CONSUMER_MAX_TOKENS`) that
     are not wide items run four consumer warpgroups of two tiles each, in items of up to
     :data:`FOUR_CONSUMER_NARROW_ITEMS` blocks; below it, the one-block items of up to
@@ -784,8 +793,9 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     if n_run and mt == 2 and (items == 2 or RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]):
         # The same N tile on four warpgroups of one tile, with the two-tile items' row widths.
         regs = RUN_FOUR_CONSUMER_PAIR_REGS if items == 2 else RUN_FOUR_CONSUMER_REGS
+        n_run = RUN_FOUR_CONSUMER_TILES
         stages = max_stages(block_m, 1, bk, consumers=4, items=items, n_run=n_run, consumer_regs=regs)
-        return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, items=items, dynamic=dynamic,
+        return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, items=items, dynamic=True,
                            consumer_regs=regs, row_widths=row_widths, n_run=n_run)
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
                        row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
