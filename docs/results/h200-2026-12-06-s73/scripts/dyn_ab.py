@@ -40,7 +40,7 @@ if sys.argv[1] == "precompile":
             ks[(k.source, k.flags)] = k
             in_order = api.both_on_wgmma(w13, w2, bm, cap, SMS, "sm_90a", tok_e)
             plan = api.launch_plan(w2, bm, cap, SMS, "sm_90a", tok_e=tok_e, block_rows=in_order).config
-            for c in [plan, *(variants(plan).values() if plan.n_run else ())]:
+            for c in [plan, *(variants(plan).values() if getattr(plan, "n_run", 0) else ())]:
                 k = api.launch_plan(w2, bm, cap, SMS, "sm_90a", config=c, block_rows=in_order).config.kernel()
                 ks[(k.source, k.flags)] = k
     with ThreadPoolExecutor(int(sys.argv[2]) if len(sys.argv) > 2 else 2) as ex:
