@@ -237,7 +237,7 @@ than strided. An expert's routing blocks read the same weights; in strided runs 
 reads hit L2 (ncu, TP8 8192's down: 27 % of L2 reads hit and 574 MB read from DRAM, where weights, scales
 and rows are 430 MB; 37-46 % and 439-454 MB with runs of 4, 7 or 14 from the counter or of four strided).
 Against strided runs of :data:`RUN_TILES` (the plan before), TP8's down from rows in routing order, interleaved,
-the same bits: 1.0-3.4 % faster at 1024-8192 tokens, 3.5-7.7 % at 5120 and 12288 (64 x 2 items); the layer
+the same bits: 0.6-3.4 % faster at 1024-8192 tokens, 3.5-7.7 % at 5120 and 12288 (64 x 2 items); the layer
 0.2-3.0 % (one timing of three +0.5 % at 4096). Against it runs of seven from the counter were up to 4 %
 slower, strided runs of four up to 6.5 % (docs/optimization.md, session 73)."""
 RUN_FOUR_CONSUMER_REGS = 96
