@@ -793,11 +793,12 @@ def _shape_wgmma_config(n: int, k: int, block_m: int, rows: int) -> WgmmaConfig:
     row_widths = _row_widths(block_m, items, mt, k)
     if n_run and mt == 2 and (items == 2 or RUN_FOUR_CONSUMER_TOKENS[0] <= block_m <= RUN_FOUR_CONSUMER_TOKENS[1]):
         # The same N tile on four warpgroups of one tile, with the two-tile items' row widths.
+        # Runs of RUN_FOUR_CONSUMER_TILES from the global counter, although K is below DYNAMIC_MIN_K.
         regs = RUN_FOUR_CONSUMER_PAIR_REGS if items == 2 else RUN_FOUR_CONSUMER_REGS
-        n_run = RUN_FOUR_CONSUMER_TILES
-        stages = max_stages(block_m, 1, bk, consumers=4, items=items, n_run=n_run, consumer_regs=regs)
+        stages = max_stages(block_m, 1, bk, consumers=4, items=items, n_run=RUN_FOUR_CONSUMER_TILES,
+                            consumer_regs=regs)
         return WgmmaConfig(block_m=block_m, mt=1, bk=bk, stages=stages, consumers=4, items=items, dynamic=True,
-                           consumer_regs=regs, row_widths=row_widths, n_run=n_run)
+                           consumer_regs=regs, row_widths=row_widths, n_run=RUN_FOUR_CONSUMER_TILES)
     return WgmmaConfig(block_m=block_m, mt=mt, bk=bk, stages=min(stages, 8), items=items, dynamic=dynamic,
                        row_widths=row_widths, n_run=n_run, pingpong=n_run > 0)
 
