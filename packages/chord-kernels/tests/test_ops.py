@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from chord_kernels import ChordInputError, reference
-from chord_kernels.ops import silu_and_mul, topk_sum
+from chord_kernels.ops import local_topk_sum, silu_and_mul, topk_sum
+from chord_kernels.ops.topk import chunk_blocks
 
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
@@ -83,6 +84,52 @@ def test_topk_sum_is_fp32_sum_rounded_once(device: str, rows: int, top_k: int) -
     ulp = torch.finfo(torch.bfloat16).eps * exact.abs()
     assert bool(((out.double() - exact).abs() <= 0.5 * ulp + 1e-5 * x.double().abs().sum(dim=1) + 1e-30).all())
     assert topk_sum(x).shape == (rows, 64)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("tokens", "top_k", "n", "mapped"),
+                         [(0, 8, 64, False), (1, 1, 8, False), (1, 8, 7168, True), (37, 12, 2400, True),
+                          (160, 8, 7168, False), (5, 32, 1032, True), (300, 8, 7168, True), (1500, 8, 2400, True),
+                          (1400, 12, 4200, True)])
+def test_local_topk_sum_adds_local_rows_in_choice_order(tokens: int, top_k: int, n: int, mapped: bool) -> None:
+    """The CUDA kernel against the fp32 sum of the local rows in ascending choice order, bit for
+    bit. On 132 SMs: one token over seven CTAs (one chunk per thread), 160 tokens over four (CTAs
+    looping over 1024-channel blocks), 300 and 1400 tokens over two, 1500 tokens one CTA each;
+    under a map tokens have 0 to 8 local choices, which takes the kernel's paths for up to two
+    (four chunks a pass), up to four (two a pass; 1400 tokens need a second pass) and more.
+    N = 2400 leaves a partial last block, top_k > 8 a second round of loads; non-local rows are
+    NaN (never read), the output poisoned, and some tokens have no local choice (their sum is
+    zero)."""
+    g = torch.Generator().manual_seed(tokens * 100 + top_k)
+    num_global, num_local = (64, 16) if mapped else (16, 16)
+    ids = torch.stack([torch.randperm(num_global, generator=g)[:top_k] for _ in range(tokens)]) if tokens else \
+        torch.zeros(0, top_k, dtype=torch.int64)
+    expert_map = None
+    if mapped:
+        expert_map = torch.full((num_global,), -1, dtype=torch.int32)
+        expert_map[num_global - num_local:] = torch.arange(num_local, dtype=torch.int32)  # the last 16 are local
+        if tokens:
+            ids[0] = torch.arange(top_k)  # no local choice
+    local = (ids >= num_global - num_local) if mapped else torch.ones_like(ids, dtype=torch.bool)
+    rows = torch.randn(tokens, top_k, n, generator=g).bfloat16()
+    rows[~local] = float("nan")
+    want = torch.zeros(tokens, n)
+    for j in range(top_k):
+        want = torch.where(local[:, j, None], want + rows[:, j].float(), want)
+    out = torch.full((tokens, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    got = local_topk_sum(rows.reshape(-1, n).cuda(), ids.to(torch.int32).cuda(), num_local_experts=num_local,
+                         expert_map=None if expert_map is None else expert_map.cuda(), out=out)
+    assert got is out
+    assert torch.equal(out.cpu(), want.bfloat16())
+
+
+@pytest.mark.parametrize(("tokens", "chunks", "want"), [(1, 896, 7), (64, 896, 7), (160, 896, 4), (240, 896, 3),
+                                                     (384, 896, 2), (8192, 896, 2), (1500, 300, 1), (5, 1, 1)])
+def test_chunk_blocks_fill_the_sms_without_idle_threads(tokens: int, chunks: int, want: int) -> None:
+    """132 SMs: few tokens spread their chunks over CTAs until ``CTAS_PER_SM`` x 132 CTAs (at most
+    one chunk per thread); from 528 tokens on, as few CTAs as give each thread at most
+    ``FEW_CHOICES_CHUNKS`` chunks (Kimi's 7168 channels: two)."""
+    assert chunk_blocks(tokens, chunks, 132) == want
 
 
 def test_errors_name_what_was_expected() -> None:

@@ -14,22 +14,40 @@ import torch
 
 from chord_kernels.checks import output_tensor, require_tensor
 from chord_kernels.errors import ChordInputError
+from chord_kernels.hardware import device_index, num_sms
 from chord_kernels.jit import DEFAULT_ARCH, CudaKernel, i32
 
 _THREADS = 128
+CTAS_PER_SM = 4
+"""Few tokens split their chunks over CTAs until the grid has this many per SM (docs/optimization.md,
+session 76)."""
+FEW_CHOICES_CHUNKS = 4
+"""Chunks a thread loads at once for a token with at most two local choices (the kernel's
+``sum_few_choices<2, 4>``): the grid gives each thread at most this many, one pass of loads."""
 _SOURCE = r"""
 #include "chord/common/topk_sum.cuh"
 
 // out[t, :] = the top-k sum (chord::sum_choices) of rows[t * top_k + j, :] over the local choices
-// j of token t. One CTA per token: its local choices are found once (bit j of `local`), then every
-// thread sums 16-byte chunks c, c + blockDim, ...
-extern "C" __global__ void __launch_bounds__(128) chord_local_topk_sum(
+// j of token t. The gridDim.y CTAs (t, y) of token t share its 16-byte chunks, CTA y taking chunks
+// y * blockDim + threadIdx, then gridDim.y * blockDim further, ...: a decode batch's few tokens
+// spread over every SM, while many tokens find their choices once per CTA for all its chunks.
+extern "C" __global__ void __launch_bounds__(128, 8) chord_local_topk_sum(
     const uint4* __restrict__ rows, const int32_t* __restrict__ ids, const int32_t* __restrict__ expert_map,
     uint4* __restrict__ out, int chunks, int top_k, int num_global, int num_local) {
   const int64_t t = blockIdx.x;
+  int c = blockIdx.y * blockDim.x + threadIdx.x;
+  if (c >= chunks) return;
   const uint32_t local = chord::local_choices(ids + t * top_k, top_k, expert_map, num_global, num_local);
-  for (int c = threadIdx.x; c < chunks; c += blockDim.x) {
-    out[t * chunks + c] = chord::sum_choices(rows + t * top_k * chunks + c, chunks, local, top_k);
+  const int step = gridDim.y * blockDim.x;
+  const uint4* token_rows = rows + t * top_k * chunks;
+  uint4* token_out = out + t * chunks;
+  const int count = __popc(local);  // the same for the whole CTA: no divergence
+  if (count <= 2) {
+    chord::sum_few_choices<2, 4>(token_rows, chunks, local, token_out, c, step, chunks);
+  } else if (count <= 4) {
+    chord::sum_few_choices<4, 2>(token_rows, chunks, local, token_out, c, step, chunks);
+  } else {
+    for (; c < chunks; c += step) token_out[c] = chord::sum_choices(token_rows + c, chunks, local, top_k);
   }
 }
 """
@@ -44,6 +62,14 @@ def local_topk_sum_kernel() -> CudaKernel:
 def kernels(arch: str = DEFAULT_ARCH) -> list[CudaKernel]:
     """The op's precompile hook (:mod:`chord_kernels.families`): one kernel for every ``arch``."""
     return [local_topk_sum_kernel()]
+
+
+def chunk_blocks(tokens: int, chunks: int, sms: int) -> int:
+    """CTAs per token (the grid's y) for ``tokens`` rows of ``chunks`` 16-byte chunks on ``sms`` SMs:
+    enough for :data:`CTAS_PER_SM` CTAs per SM (at most one chunk per thread), and at least enough
+    that a token with few local choices loads all of a thread's chunks in one pass."""
+    spread = min(-(-chunks // _THREADS), -(-CTAS_PER_SM * sms // tokens))
+    return max(1, spread, -(-chunks // (FEW_CHOICES_CHUNKS * _THREADS)))
 
 
 def topk_sum(x: torch.Tensor, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -80,7 +106,8 @@ def local_topk_sum(rows: torch.Tensor, topk_ids: torch.Tensor, *, num_local_expe
         return out
     chunks = n // 8
     num_global = expert_map.numel() if expert_map is not None else 0
-    local_topk_sum_kernel().launch((tokens,), (_THREADS,),
+    ctas_per_token = chunk_blocks(tokens, chunks, num_sms(device_index(rows.device)))
+    local_topk_sum_kernel().launch((tokens, ctas_per_token), (_THREADS,),
                      (rows, topk_ids, expert_map, out, i32(chunks), i32(top_k), i32(num_global),
                       i32(num_local_experts)))
     return out

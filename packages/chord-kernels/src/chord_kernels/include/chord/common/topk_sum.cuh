@@ -25,6 +25,26 @@ __device__ __forceinline__ uint32_t local_choices(const int32_t* ids, int top_k,
   return mask;
 }
 
+// acc[i] += channel i of the 8 bf16 channels in v.
+__device__ __forceinline__ void add_chunk(float (&acc)[8], const uint4& v) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    acc[2 * i] += f.x;
+    acc[2 * i + 1] += f.y;
+  }
+}
+
+// The 8 fp32 sums rounded once to bf16.
+__device__ __forceinline__ uint4 round_chunk(const float (&acc)[8]) {
+  uint4 r;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
+  return r;
+}
+
 // The fp32 sum, in ascending j from +0, of the chunks rows[j * stride] of the choices j set in
 // `mask` (j < top_k), rounded once to bf16; skipping a choice adds nothing (x + 0 = x). Up to
 // eight loads in flight together, through L2 (the rows may come from other CTAs of the same kernel).
@@ -36,21 +56,45 @@ __device__ __forceinline__ uint4 sum_choices(const uint4* rows, int64_t stride, 
     for (int j = 0; j < 8; ++j) v[j] = (mask >> (j0 + j)) & 1u ? __ldcg(rows + (j0 + j) * stride) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      if (!((mask >> (j0 + j)) & 1u)) continue;
-      const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(h[i]);
-        acc[2 * i] += f.x;
-        acc[2 * i + 1] += f.y;
-      }
+      if ((mask >> (j0 + j)) & 1u) add_chunk(acc, v[j]);
     }
   }
-  uint4 r;
-  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&r);
+  return round_chunk(acc);
+}
+
+// out[c], out[c + step], ... = sum_choices(rows + c, stride, mask, ...), ... for chunks below `chunks`, the
+// same bits, where `mask` has at most P choices: U chunks' loads go out together. Under EP a token has
+// about one local choice, and one load in flight per thread would leave the sum waiting on memory.
+template <int P, int U>
+__device__ __forceinline__ void sum_few_choices(const uint4* __restrict__ rows, int64_t stride, uint32_t mask,
+                                                uint4* __restrict__ out, int c, int step, int chunks) {
+  int choice[P];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(acc[2 * i], acc[2 * i + 1]);
-  return r;
+  for (int p = 0; p < P; ++p) {
+    choice[p] = mask ? __ffs(mask) - 1 : -1;  // ascending j, the order sum_choices adds in
+    mask &= mask - 1;
+  }
+  for (; c < chunks; c += U * step) {
+    uint4 v[U][P];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        v[u][p] = choice[p] >= 0 && c + u * step < chunks ? __ldcg(rows + choice[p] * stride + c + u * step)
+                                                          : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c + u * step >= chunks) break;
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        if (choice[p] >= 0) add_chunk(acc, v[u][p]);
+      }
+      out[c + u * step] = round_chunk(acc);
+    }
+  }
 }
 
 }  // namespace chord
