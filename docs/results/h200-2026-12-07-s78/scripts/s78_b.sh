@@ -1,6 +1,6 @@
 # Session 78 call b (carry [".dev/s78", ".whl"]): main at 0365538 (kernels as 4bf4e51). chord_bench on every target
 # scenario against humming-kernels 0.1.19 on whichever GPU comes (call a already ran every GPU test file on an H100);
-# on an H200 the op GPU tests after it. The device's own compiles come back as $OUT/cache_new.tar.xz.
+# on an H200 the whole layer (chord_bench.layer) at every layer scenario after it. The device's own compiles come back as $OUT/cache_new.tar.xz.
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site:$(pwd)/packages/chord-kernels/src:$(pwd)/packages/chord-bench/src:$(pwd)/packages/chord-vllm/src PYTHONUNBUFFERED=1
 mkdir -p .dev/cache78; for a in .dev/s78/cache*.tar.xz; do tar -C .dev/cache78 -xJf $a; done
@@ -10,8 +10,8 @@ timeout ${BT:-330} python3 -m chord_bench --scenarios ep8_decode tp8_decode160 e
   --draws uniform --rep-ms 8 --max-minutes ${MM:-4} --impls chord-indexed,chord-grouped --peer humming-kernels --no-plot --out $OUT/bench > $OUT/bench.log 2>&1; echo bench rc=$?; date -u
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in
   *H200*)
-    (cd packages/chord-kernels && timeout ${TH:-90} python3 -m pytest -q -m gpu -p no:cacheprovider -rf -n 2 tests/test_ops.py tests/test_indexed_topk_sum_gpu.py tests/test_indexed_gpu.py > $OUT/tests.log 2>&1
-     echo "kernels tests rc=$? $(tail -n 1 $OUT/tests.log)"; grep -E "^FAILED|^ERROR" $OUT/tests.log | cut -c1-200 | head -8);;
+    timeout ${LT:-150} python3 -m chord_bench.layer --rounds 5 --out $OUT/layer > $OUT/layer.log 2>&1; echo layer rc=$?
+    grep -E "^\| (ep8|tp8)_" $OUT/layer/layer.md | cut -d'|' -f2,5,8;;
 esac
 grep -E "^\| (ep8|tp8)_[a-z0-9]+\*? +\| uniform \| [0-9]" $OUT/bench/table.md | tr -s ' ' | cut -d'|' -f2,6-16
 (cd .dev/cache78 && find . -type f -newer ../stamp78 | tar -cJf $OUT/cache_new.tar.xz -T -); ls -la $OUT/cache_new.tar.xz
