@@ -3,7 +3,7 @@
 # (chord_bench.layer, every layer scenario: Chord against humming's GEMMs with vLLM's steps), a second H100 run
 # beside session 78's.
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader)" in
-  *H200*) mkdir -p .dev/s79 && cp .dev/s80/cache*.tar.xz .dev/s79/ && exec bash .dev/s80/s79_b.sh;;
+  *H200*) exec bash .dev/s80/s80_b.sh;;
 esac
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit
 export PYTHONPATH=/tmp/site:$(pwd)/packages/chord-kernels/src:$(pwd)/packages/chord-bench/src:$(pwd)/packages/chord-vllm/src PYTHONUNBUFFERED=1
