@@ -1,3 +1,4 @@
+# ruff: noqa
 """ptxas on every default WGMMA configuration with -DCHORD_EXP_PRELOAD: spills, serialized wgmmas, registers."""
 import json, re, sys, os
 from chord_kernels.indexed import default_configs, WgmmaConfig
